@@ -1,0 +1,102 @@
+"""One exception root for the whole project.
+
+Every error names what it is about: the table, the file and the offending value where they are known.
+`RetryableError` marks conditions that may pass on their own (I/O hiccups, lock contention, a commit
+that lost a race); `PermanentError` marks conditions that will fail again until someone changes the
+input (a corrupt file, a bad config, an unsupported table).
+"""
+
+from __future__ import annotations
+
+
+class TableServiceError(Exception):
+    """Root of every error raised on purpose by tableservice."""
+
+    retryable: bool = False
+
+    def __init__(self, problem: str, *, table: str | None = None, path: str | None = None) -> None:
+        self.problem = problem
+        self.table = table
+        self.path = path
+        parts = [problem]
+        if table is not None:
+            parts.append(f"table={table}")
+        if path is not None:
+            parts.append(f"file={path}")
+        super().__init__(" | ".join(parts))
+
+    def with_context(self, *, table: str | None = None, path: str | None = None) -> TableServiceError:
+        """Return a copy of this error that also names `table` and `path` when it did not yet."""
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        TableServiceError.__init__(
+            clone,
+            self.problem,
+            table=self.table if self.table is not None else table,
+            path=self.path if self.path is not None else path,
+        )
+        return clone
+
+
+class RetryableError(TableServiceError):
+    """The same call may succeed later without anyone changing anything."""
+
+    retryable = True
+
+
+class PermanentError(TableServiceError):
+    """The call will keep failing until its input changes."""
+
+
+# --- retryable -------------------------------------------------------------------------------------
+
+
+class StorageError(RetryableError):
+    """An I/O operation failed for a reason other than the file's content."""
+
+
+class LockError(RetryableError):
+    """A lock could not be acquired in time, or was lost while held."""
+
+
+class LockLostError(LockError):
+    """The lock was held and then lost; whatever it protected must be abandoned."""
+
+
+class ConflictError(RetryableError):
+    """Another writer changed the table in a way that conflicts with this action."""
+
+
+# --- permanent -------------------------------------------------------------------------------------
+
+
+class FileMissingError(PermanentError):
+    """A file the table's metadata refers to does not exist."""
+
+
+class AlreadyExistsError(PermanentError):
+    """A file that must be created fresh already exists."""
+
+
+class CorruptFileError(PermanentError):
+    """A file's bytes do not follow the format they claim to follow."""
+
+
+class InvalidTableConfigError(PermanentError):
+    """`hoodie.properties` is missing, unreadable or inconsistent."""
+
+
+class UnsupportedTableError(PermanentError):
+    """The table uses a version or feature this project does not handle."""
+
+
+class InvalidTimelineError(PermanentError):
+    """The timeline holds an instant that cannot be parsed or a transition that is not allowed."""
+
+
+class InvalidPlanError(PermanentError):
+    """A plan or metadata file does not decode, or refers to something it must not."""
+
+
+class ConfigError(PermanentError):
+    """The daemon's configuration is invalid."""

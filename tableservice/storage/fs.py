@@ -1,0 +1,332 @@
+"""Storage over pyarrow.fs for local folders and S3.
+
+Every method takes a *location*: a local path, a `file:` URI, or an `s3://` / `s3a://` URI. Locations are
+kept as the user gave them (normalised to `s3://` and plain local paths) so that paths written into Hudi
+metadata look like the ones Hudi writes.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from tableservice.errors import AlreadyExistsError, FileMissingError, StorageError
+
+_S3_SCHEMES = ("s3://", "s3a://", "s3n://")
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    """Settings for object stores; unset values fall back to the usual AWS sources (env, profile, IMDS)."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls) -> StorageOptions:
+        """Options from `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` and `AWS_REGION`; credentials stay with AWS."""
+        return cls(
+            endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+            region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        )
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One entry of a listing."""
+
+    location: str
+    size: int
+    mtime_ms: int
+    is_dir: bool
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.location.rstrip("/"))
+
+
+def to_uri(location: str) -> str:
+    """Normalise a location: `s3a://`/`s3n://` become `s3://`, `file:` URIs become plain paths."""
+    for scheme in _S3_SCHEMES:
+        if location.startswith(scheme):
+            return "s3://" + location[len(scheme) :]
+    if location.startswith("file://"):
+        return location[len("file://") :] or "/"
+    if location.startswith("file:"):
+        return location[len("file:") :]
+    return location
+
+
+def join(location: str, *parts: str) -> str:
+    """Join path parts onto a location with `/`, ignoring empty parts."""
+    out = location.rstrip("/") if location not in ("/", "") else location
+    for part in parts:
+        if not part:
+            continue
+        out = out + part if out.endswith("/") else f"{out}/{part}"
+    return out
+
+
+def parent(location: str) -> str:
+    """The folder holding `location`."""
+    stripped = location.rstrip("/")
+    head, _, _ = stripped.rpartition("/")
+    if head.endswith(":/") or head.endswith(":"):
+        return head + "/"
+    return head or "/"
+
+
+class Storage:
+    """Reads, writes and lists files on local disk or S3; one instance serves any number of tables."""
+
+    def __init__(self, options: StorageOptions | None = None) -> None:
+        self.options = options if options is not None else StorageOptions.from_env()
+        self._local = pafs.LocalFileSystem()
+        self._s3: pafs.S3FileSystem | None = None
+        self._boto: Any = None
+
+    # --- resolution --------------------------------------------------------------------------------
+
+    def _resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
+        uri = to_uri(location)
+        if uri.startswith("s3://"):
+            return self._s3fs(), uri[len("s3://") :]
+        if "://" in uri:
+            raise StorageError(f"unsupported URI scheme in {location!r}", path=location)
+        return self._local, os.path.abspath(uri)
+
+    def _s3fs(self) -> pafs.S3FileSystem:
+        if self._s3 is None:
+            kwargs: dict[str, Any] = {}
+            o = self.options
+            if o.endpoint_url:
+                scheme, _, rest = o.endpoint_url.partition("://")
+                kwargs["endpoint_override"] = rest if rest else o.endpoint_url
+                kwargs["scheme"] = scheme if rest else "https"
+                kwargs["allow_bucket_creation"] = True
+            if o.region:
+                kwargs["region"] = o.region
+            if o.access_key_id and o.secret_access_key:
+                kwargs["access_key"] = o.access_key_id
+                kwargs["secret_key"] = o.secret_access_key
+                if o.session_token:
+                    kwargs["session_token"] = o.session_token
+            self._s3 = pafs.S3FileSystem(**kwargs)
+        return self._s3
+
+    def _boto_client(self) -> Any:
+        if self._boto is None:
+            import boto3
+
+            o = self.options
+            self._boto = boto3.client(
+                "s3",
+                endpoint_url=o.endpoint_url,
+                region_name=o.region,
+                aws_access_key_id=o.access_key_id,
+                aws_secret_access_key=o.secret_access_key,
+                aws_session_token=o.session_token,
+            )
+        return self._boto
+
+    def is_local(self, location: str) -> bool:
+        return not to_uri(location).startswith("s3://")
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def read_bytes(self, location: str) -> bytes:
+        fs, path = self._resolve(location)
+        try:
+            with fs.open_input_stream(path) as f:
+                return bytes(f.read())
+        except FileNotFoundError as e:
+            raise FileMissingError("file does not exist", path=location) from e
+        except OSError as e:
+            raise _io_error("read failed", location, e) from e
+
+    def open_input_file(self, location: str) -> pa.NativeFile:
+        """A random-access file (for Parquet footers and row groups)."""
+        fs, path = self._resolve(location)
+        try:
+            return fs.open_input_file(path)
+        except FileNotFoundError as e:
+            raise FileMissingError("file does not exist", path=location) from e
+        except OSError as e:
+            raise _io_error("open failed", location, e) from e
+
+    def info(self, location: str) -> FileInfo | None:
+        """Size and modification time of a file, or None when it does not exist."""
+        fs, path = self._resolve(location)
+        try:
+            fi = fs.get_file_info(path)
+        except OSError as e:
+            raise _io_error("stat failed", location, e) from e
+        if fi.type == pafs.FileType.NotFound:
+            return None
+        return _file_info(location, fi)
+
+    def exists(self, location: str) -> bool:
+        return self.info(location) is not None
+
+    def list(self, location: str, *, recursive: bool = False) -> list[FileInfo]:
+        """Entries under a folder; an absent folder lists as empty."""
+        fs, path = self._resolve(location)
+        selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
+        try:
+            infos = fs.get_file_info(selector)
+        except OSError as e:
+            raise _io_error("listing failed", location, e) from e
+        base = location.rstrip("/")
+        out = []
+        for fi in infos:
+            rel = fi.path[len(path.rstrip("/")) + 1 :]
+            out.append(_file_info(f"{base}/{rel}", fi))
+        return out
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    def write_bytes(self, location: str, data: bytes) -> None:
+        """Write a whole file, replacing what was there. Local writes land atomically (temp + rename)."""
+        fs, path = self._resolve(location)
+        try:
+            if fs is self._local:
+                directory = os.path.dirname(path)
+                os.makedirs(directory, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+                try:
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                    os.replace(tmp, path)
+                except BaseException:
+                    _unlink_quietly(tmp)
+                    raise
+            else:
+                with fs.open_output_stream(path) as f:
+                    f.write(data)
+        except OSError as e:
+            raise _io_error("write failed", location, e) from e
+
+    def create_if_absent(self, location: str, data: bytes) -> None:
+        """Create a file with `data` only if nothing exists at `location`, atomically.
+
+        Raises AlreadyExistsError when the file exists. Local: the content is written to a temp file and
+        hard-linked into place, so no reader ever sees a partial file. S3: a conditional PUT
+        (`If-None-Match: *`).
+        """
+        fs, path = self._resolve(location)
+        if fs is self._local:
+            directory = os.path.dirname(path)
+            try:
+                os.makedirs(directory, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            except OSError as e:
+                raise _io_error("write failed", location, e) from e
+            try:
+                os.link(tmp, path)
+            except FileExistsError as e:
+                raise AlreadyExistsError("file already exists", path=location) from e
+            except OSError as e:
+                raise _io_error("create failed", location, e) from e
+            finally:
+                _unlink_quietly(tmp)
+            return
+        bucket, _, key = path.partition("/")
+        client = self._boto_client()
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except client.exceptions.ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
+                raise AlreadyExistsError("file already exists", path=location) from e
+            raise StorageError(f"conditional put failed: {code}", path=location) from e
+
+    def open_output_stream(self, location: str) -> pa.NativeFile:
+        """A stream that creates or replaces the file (parent folders are created as needed)."""
+        fs, path = self._resolve(location)
+        try:
+            if fs is self._local:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            return fs.open_output_stream(path)
+        except OSError as e:
+            raise _io_error("open for write failed", location, e) from e
+
+    def mkdirs(self, location: str) -> None:
+        fs, path = self._resolve(location)
+        try:
+            fs.create_dir(path, recursive=True)
+        except OSError as e:
+            raise _io_error("mkdir failed", location, e) from e
+
+    def delete(self, location: str, *, missing_ok: bool = True) -> bool:
+        """Delete one file. Returns False if it did not exist (or raises when `missing_ok` is False)."""
+        fs, path = self._resolve(location)
+        try:
+            fs.delete_file(path)
+            return True
+        except FileNotFoundError as e:
+            if missing_ok:
+                return False
+            raise FileMissingError("file does not exist", path=location) from e
+        except OSError as e:
+            raise _io_error("delete failed", location, e) from e
+
+    def delete_dir(self, location: str) -> None:
+        fs, path = self._resolve(location)
+        try:
+            fs.delete_dir(path)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise _io_error("delete dir failed", location, e) from e
+
+    def rename(self, src: str, dst: str) -> None:
+        fs, spath = self._resolve(src)
+        _, dpath = self._resolve(dst)
+        try:
+            fs.move(spath, dpath)
+        except FileNotFoundError as e:
+            raise FileMissingError("file does not exist", path=src) from e
+        except OSError as e:
+            raise _io_error("rename failed", src, e) from e
+
+    def touch(self, location: str) -> None:
+        """Create or rewrite an empty file (heartbeats): its modification time becomes now."""
+        self.write_bytes(location, b"")
+
+    def walk_files(self, location: str) -> Iterator[FileInfo]:
+        for fi in self.list(location, recursive=True):
+            if not fi.is_dir:
+                yield fi
+
+    def make_temp_name(self, folder: str, stem: str) -> str:
+        return join(folder, f".{stem}.{uuid.uuid4().hex}.tmp")
+
+
+def _file_info(location: str, fi: pafs.FileInfo) -> FileInfo:
+    mtime = fi.mtime_ns // 1_000_000 if fi.mtime_ns is not None else 0
+    is_dir = fi.type == pafs.FileType.Directory
+    return FileInfo(location=location, size=fi.size if fi.size is not None and not is_dir else 0, mtime_ms=mtime, is_dir=is_dir)
+
+
+def _io_error(what: str, location: str, e: OSError) -> StorageError:
+    return StorageError(f"{what}: {e}", path=location)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

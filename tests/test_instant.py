@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tableservice.errors import InvalidTimelineError
+from tableservice.hudi.instant import (
+    Action,
+    Instant,
+    State,
+    format_instant_time,
+    next_instant_time,
+    parse_instant_file_name,
+    parse_instant_time,
+)
+from tableservice.hudi.timeline import build_timeline
+from tableservice.storage import FileInfo
+
+UTC = timezone.utc
+times = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31)).map(
+    lambda d: format_instant_time(d.replace(tzinfo=UTC), UTC)
+)
+actions = st.sampled_from(list(Action))
+states = st.sampled_from(list(State))
+
+
+@given(times, actions, states, st.sampled_from([1, 2]), times)
+def test_file_name_round_trip(t: str, action: Action, state: State, layout: int, done: str) -> None:
+    if action is Action.SAVEPOINT and state is State.REQUESTED:
+        return
+    inst = Instant(t, action, state, done if state is State.COMPLETED and layout == 2 else None)
+    parsed = parse_instant_file_name(inst.file_name(layout))
+    assert parsed is not None
+    assert parsed.requested_time == t
+    assert parsed.state is state
+    if state is State.COMPLETED:
+        assert parsed.action is inst.completed_action(layout)
+        assert parsed.completion_time == inst.completion_time
+    elif state is State.INFLIGHT and action is Action.COMMIT:
+        assert parsed.action is Action.COMMIT
+    else:
+        assert parsed.action is action
+
+
+def test_known_names() -> None:
+    assert parse_instant_file_name("20240418173550988.inflight") == Instant(
+        "20240418173550988", Action.COMMIT, State.INFLIGHT
+    )
+    c = parse_instant_file_name("20251220210129235_20251220210129883.commit")
+    assert c is not None and c.completion_time == "20251220210129883"
+    for junk in ("hoodie.properties", "archived", "2024.commit", "20240418173550988.commit.crc", ".aux"):
+        assert parse_instant_file_name(junk) is None
+
+
+@given(st.lists(times, max_size=20), times)
+def test_next_instant_time_is_strictly_greater(existing: list[str], now: str) -> None:
+    moment = parse_instant_time(now, UTC)
+    t = next_instant_time(existing, UTC, moment)
+    assert len(t) == 17
+    assert all(t > e for e in existing)
+    assert t >= now
+    parse_instant_time(t, UTC)  # a valid date
+
+
+def test_next_instant_time_carries_into_seconds() -> None:
+    assert next_instant_time(["20250101235959999"], UTC, datetime(2000, 1, 1, tzinfo=UTC)) == "20250102000000000"
+
+
+def test_legacy_14_digit_times() -> None:
+    assert parse_instant_time("20240102030405", UTC) == datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert next_instant_time(["20990102030405"], UTC, datetime(2000, 1, 1, tzinfo=UTC)) == "20990102030405001"
+
+
+def test_invalid_time_is_typed() -> None:
+    with pytest.raises(InvalidTimelineError, match="20241399"):
+        parse_instant_time("20241399000000000", UTC)
+
+
+def _fi(name: str) -> FileInfo:
+    return FileInfo(location=f"/t/.hoodie/{name}", size=0, mtime_ms=1, is_dir=False)
+
+
+def test_build_timeline_reconciles_compaction_and_clustering() -> None:
+    names = [
+        "001000000000000000.deltacommit.requested"[1:],
+        "20250101000000000.compaction.requested",
+        "20250101000000000.compaction.inflight",
+        "20250101000000000_20250101000001000.commit",
+        "20250102000000000.clustering.requested",
+        "20250102000000000.clustering.inflight",
+        "20250102000000000_20250102000001000.replacecommit",
+        "20250103000000000.commit.requested",
+        "20250103000000000.inflight",
+        "20250104000000000.compaction.requested",
+    ]
+    tl = build_timeline([_fi(n) for n in names], 2)
+    by = tl.by_time()
+    assert by["20250101000000000"] == Instant("20250101000000000", Action.COMPACTION, State.COMPLETED)
+    assert by["20250101000000000"].completion_time == "20250101000001000"
+    assert by["20250102000000000"].action is Action.CLUSTERING and by["20250102000000000"].is_completed
+    assert by["20250103000000000"] == Instant("20250103000000000", Action.COMMIT, State.INFLIGHT)
+    assert [i.requested_time for i in tl.pending_compactions()] == ["20250104000000000"]
+    assert tl.completion_time("20250102000000000") == "20250102000001000"
