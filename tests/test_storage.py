@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tableservice.errors import AlreadyExistsError, FileMissingError, StorageError
+from tableservice.storage import Storage, join, parent, to_uri
+
+
+def _roots(tmp_path: Path, s3_bucket: tuple[Storage, str] | None) -> list[tuple[Storage, str]]:
+    out = [(Storage(), str(tmp_path))]
+    if s3_bucket is not None:
+        out.append(s3_bucket)
+    return out
+
+
+def test_uri_helpers() -> None:
+    assert to_uri("s3a://b/k") == "s3://b/k"
+    assert to_uri("file:///tmp/x") == "/tmp/x"
+    assert to_uri("file:/tmp/x") == "/tmp/x"
+    assert join("s3://b/t", "a", "", "b.parquet") == "s3://b/t/a/b.parquet"
+    assert join("/t/", "x") == "/t/x"
+    assert parent("s3://b/t/a/f") == "s3://b/t/a"
+    assert parent("/t/f") == "/t"
+
+
+def _exercise(storage: Storage, root: str) -> None:
+    f = join(root, "a", "b", "file.bin")
+    storage.write_bytes(f, b"hello")
+    assert storage.read_bytes(f) == b"hello"
+    info = storage.info(f)
+    assert info is not None and info.size == 5 and info.name == "file.bin" and not info.is_dir
+    storage.create_if_absent(join(root, "a", "new"), b"x")
+    with pytest.raises(AlreadyExistsError) as err:
+        storage.create_if_absent(join(root, "a", "new"), b"y")
+    assert "a/new" in str(err.value)
+    assert storage.read_bytes(join(root, "a", "new")) == b"x"
+    names = sorted(fi.name for fi in storage.list(join(root, "a")) if not fi.is_dir)
+    assert names == ["new"]
+    deep = sorted(fi.location for fi in storage.walk_files(root))
+    assert deep == [join(root, "a", "b", "file.bin"), join(root, "a", "new")]
+    assert storage.list(join(root, "missing")) == []
+    with storage.open_output_stream(join(root, "s.bin")) as out:
+        out.write(b"abc")
+    with storage.open_input_file(join(root, "s.bin")) as inp:
+        assert inp.read() == b"abc"
+    assert storage.delete(f) is True
+    assert storage.delete(f) is False
+    with pytest.raises(FileMissingError):
+        storage.read_bytes(f)
+    assert storage.info(f) is None
+
+
+def test_local_storage(tmp_path: Path) -> None:
+    _exercise(Storage(), str(tmp_path))
+
+
+@pytest.mark.moto
+def test_s3_storage_against_moto(s3_bucket: tuple[Storage, str]) -> None:
+    storage, root = s3_bucket
+    _exercise(storage, join(root, "table"))
+
+
+@pytest.mark.moto
+def test_s3a_scheme_reads_same_object(s3_bucket: tuple[Storage, str]) -> None:
+    storage, root = s3_bucket
+    storage.write_bytes(join(root, "k"), b"1")
+    assert storage.read_bytes(join(root.replace("s3://", "s3a://"), "k")) == b"1"
+
+
+def test_create_if_absent_has_one_winner(tmp_path: Path) -> None:
+    storage = Storage()
+    target = str(tmp_path / "instant.commit")
+    wins: list[int] = []
+    errors: list[BaseException] = []
+
+    def attempt(i: int) -> None:
+        try:
+            storage.create_if_absent(target, str(i).encode() * 1000)
+            wins.append(i)
+        except AlreadyExistsError:
+            pass
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(wins) == 1
+    assert Path(target).read_bytes() == str(wins[0]).encode() * 1000
+    assert [p.name for p in tmp_path.iterdir()] == ["instant.commit"]
+
+
+def test_unsupported_scheme() -> None:
+    with pytest.raises(StorageError, match="gs://b/x"):
+        Storage().read_bytes("gs://b/x")
