@@ -9,9 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from servers import MotoServer, moto_server  # noqa: E402
+from servers import MotoServer, moto_server
 
-from tableservice.storage import Storage, StorageOptions  # noqa: E402
+from tableservice.storage import Storage, StorageOptions
 
 
 @pytest.fixture(scope="session")

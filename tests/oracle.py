@@ -59,8 +59,28 @@ def hudi_read(
     return sort_rows(result)
 
 
+SORT_COLUMNS = (
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_file_name",
+)
+
+
 def sort_rows(table: pa.Table) -> pa.Table:
-    keys = [c for c in ("_hoodie_record_key", "_hoodie_partition_path") if c in table.column_names]
+    keys = [c for c in SORT_COLUMNS if c in table.column_names]
     if not keys:
         keys = table.column_names[:1]
     return table.sort_by([(k, "ascending") for k in keys])
+
+
+def assert_same_rows(ours: pa.Table, theirs: pa.Table, what: str = "") -> None:
+    """Value-for-value equality after sorting both by the meta columns; column names and order must match."""
+    assert ours.column_names == theirs.column_names, f"{what}: columns {ours.column_names} != {theirs.column_names}"
+    a, b = sort_rows(ours), sort_rows(theirs)
+    assert a.num_rows == b.num_rows, f"{what}: {a.num_rows} rows != {b.num_rows}"
+    for name in b.column_names:
+        x, y = a.column(name), b.column(name)
+        assert x.type == y.type, f"{what}: column {name} is {x.type}, hudi-rs reads {y.type}"
+        assert x.to_pylist() == y.to_pylist(), f"{what}: column {name} differs"

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
@@ -19,7 +19,7 @@ from tableservice.hudi.instant import (
 from tableservice.hudi.timeline import build_timeline
 from tableservice.storage import FileInfo
 
-UTC = timezone.utc
+UTC = UTC
 times = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31)).map(
     lambda d: format_instant_time(d.replace(tzinfo=UTC), UTC)
 )

@@ -95,14 +95,14 @@ def test_wrong_checksum_is_rejected() -> None:
 
 
 def test_unknown_version_is_unsupported() -> None:
-    with pytest.raises(UnsupportedTableError, match="hoodie.table.version=7"):
+    with pytest.raises(UnsupportedTableError, match=r"hoodie\.table\.version=7"):
         TableConfig(_props(**{"hoodie.table.version": "7"}))
 
 
 def test_missing_required_key() -> None:
     props = _props()
     del props["hoodie.table.type"]
-    with pytest.raises(InvalidTableConfigError, match="hoodie.table.type"):
+    with pytest.raises(InvalidTableConfigError, match=r"hoodie\.table\.type"):
         TableConfig(props)
 
 

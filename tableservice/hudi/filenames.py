@@ -93,7 +93,7 @@ def new_file_id(index: int = 0) -> str:
 
 # --- partition paths -------------------------------------------------------------------------------
 
-_ESCAPE_CHARS = frozenset('"#%\'*/:=?\\\x7f{[]^') | frozenset(chr(c) for c in range(1, 0x20))
+_ESCAPE_CHARS = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(chr(c) for c in range(1, 0x20))
 
 
 def escape_partition_value(value: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from tableservice.errors import InvalidTimelineError
 
@@ -49,8 +49,14 @@ _COMPLETED_AS_V1 = {Action.COMPACTION: Action.COMMIT, Action.LOG_COMPACTION: Act
 _COMPLETED_AS_V2 = {**_COMPLETED_AS_V1, Action.CLUSTERING: Action.REPLACE_COMMIT}
 # Actions that write data files (what readers count as commits).
 WRITE_ACTIONS = frozenset(
-    {Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING, Action.COMPACTION,
-     Action.LOG_COMPACTION}
+    {
+        Action.COMMIT,
+        Action.DELTA_COMMIT,
+        Action.REPLACE_COMMIT,
+        Action.CLUSTERING,
+        Action.COMPACTION,
+        Action.LOG_COMPACTION,
+    }
 )
 # For ordering: an action sorts like the action it completes as (Hudi's comparable actions).
 _COMPARABLE = {Action.COMPACTION: "commit", Action.LOG_COMPACTION: "deltacommit", Action.CLUSTERING: "replacecommit"}
@@ -175,14 +181,14 @@ def format_instant_time(moment: datetime, tz: tzinfo) -> str:
 def timeline_timezone(name: str | None) -> tzinfo:
     """Hudi's `hoodie.table.timeline.timezone`: `UTC`, or `LOCAL` (the default) for the process's zone."""
     if name is not None and name.upper() == "UTC":
-        return timezone.utc
+        return UTC
     local = datetime.now().astimezone().tzinfo
-    return local if local is not None else timezone.utc
+    return local if local is not None else UTC
 
 
 def next_instant_time(existing: list[str], tz: tzinfo, now: datetime | None = None) -> str:
     """An instant time strictly greater than every time in `existing` and not earlier than now."""
-    current = format_instant_time(now if now is not None else datetime.now(timezone.utc), tz)
+    current = format_instant_time(now if now is not None else datetime.now(UTC), tz)
     highest = max((t for t in existing if len(t) >= 14), default=None, key=_normalised)
     if highest is None or _normalised(current) > _normalised(highest):
         return current

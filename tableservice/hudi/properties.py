@@ -16,7 +16,7 @@ def _logical_lines(text: str) -> list[str]:
     out: list[str] = []
     pending: str | None = None
     for raw in text.splitlines():
-        line = raw.lstrip(" \t\f") if pending is None else raw.lstrip(" \t\f")
+        line = raw.lstrip(" \t\f")
         if pending is None and (not line or line[0] in "#!"):
             continue
         trailing = len(line) - len(line.rstrip("\\"))

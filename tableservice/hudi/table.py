@@ -31,8 +31,13 @@ from tableservice.storage import FileInfo, Storage, join
 
 T = TypeVar("T")
 
-META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
-               "_hoodie_file_name")
+META_FIELDS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
 
 
 class HudiTable:
@@ -93,7 +98,9 @@ class HudiTable:
         return self._cached(instant, State.COMPLETED, lambda data, path: decode_commit_metadata(data, path=path))
 
     def replace_commit_metadata(self, instant: Instant) -> HoodieReplaceCommitMetadata:
-        return self._cached(instant, State.COMPLETED, lambda data, path: decode_replace_commit_metadata(data, path=path))
+        return self._cached(
+            instant, State.COMPLETED, lambda data, path: decode_replace_commit_metadata(data, path=path)
+        )
 
     def compaction_plan(self, instant: Instant) -> HoodieCompactionPlan:
         return self._cached(instant, State.REQUESTED, lambda data, path: decode_compaction_plan(data, path=path))
@@ -118,13 +125,18 @@ class HudiTable:
     def clustering_plan(self, instant: Instant) -> HoodieClusteringPlan:
         md = self.requested_replace_metadata(instant)
         if md.clustering_plan is None:
-            raise InvalidPlanError(f"{instant} holds no clustering plan", table=self.name,
-                                   path=self.active.path_of(instant.with_state(State.REQUESTED)))
+            raise InvalidPlanError(
+                f"{instant} holds no clustering plan",
+                table=self.name,
+                path=self.active.path_of(instant.with_state(State.REQUESTED)),
+            )
         return md.clustering_plan
 
     def pending_clustering(self, timeline: Timeline | None = None) -> list[Instant]:
         tl = timeline if timeline is not None else self.timeline()
-        return [i for i in tl.pending() if i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT) and self.is_clustering(i)]
+        return [
+            i for i in tl.pending() if i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT) and self.is_clustering(i)
+        ]
 
     # --- schema ------------------------------------------------------------------------------------
 

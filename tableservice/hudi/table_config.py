@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import zlib
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import MappingProxyType
 
 from tableservice.errors import (
@@ -254,8 +254,8 @@ class TableConfig:
     # --- serialisation -----------------------------------------------------------------------------
 
     def to_text(self, now: datetime | None = None) -> str:
-        moment = now if now is not None else datetime.now(timezone.utc)
-        stamp = moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        moment = now if now is not None else datetime.now(UTC)
+        stamp = moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
         return format_properties(self._props, [f"Updated at {stamp}", moment.strftime("%a %b %d %H:%M:%S UTC %Y")])
 
 

@@ -156,9 +156,17 @@ def build_timeline(files: Iterable[FileInfo], layout_version: int) -> Timeline:
     for t, inst in latest.items():
         original = requested_action.get(t)
         if original is not None and inst.is_completed and inst.completed_action(layout_version) is not original:
-            if Instant(t, original, State.COMPLETED, inst.completion_time).completed_action(layout_version) is inst.action:
+            if (
+                Instant(t, original, State.COMPLETED, inst.completion_time).completed_action(layout_version)
+                is inst.action
+            ):
                 inst = Instant(t, original, State.COMPLETED, inst.completion_time)
-        elif original is not None and not inst.is_completed and inst.action is Action.COMMIT and original is not Action.COMMIT:
+        elif (
+            original is not None
+            and not inst.is_completed
+            and inst.action is Action.COMMIT
+            and original is not Action.COMMIT
+        ):
             # `<t>.inflight` is the commit inflight name; a requested file of another action wins.
             inst = Instant(t, original, inst.state)
         out.append(inst)

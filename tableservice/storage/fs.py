@@ -7,6 +7,7 @@ metadata look like the ones Hudi writes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import tempfile
@@ -318,7 +319,9 @@ class Storage:
 def _file_info(location: str, fi: pafs.FileInfo) -> FileInfo:
     mtime = fi.mtime_ns // 1_000_000 if fi.mtime_ns is not None else 0
     is_dir = fi.type == pafs.FileType.Directory
-    return FileInfo(location=location, size=fi.size if fi.size is not None and not is_dir else 0, mtime_ms=mtime, is_dir=is_dir)
+    return FileInfo(
+        location=location, size=fi.size if fi.size is not None and not is_dir else 0, mtime_ms=mtime, is_dir=is_dir
+    )
 
 
 def _io_error(what: str, location: str, e: OSError) -> StorageError:
@@ -326,7 +329,5 @@ def _io_error(what: str, location: str, e: OSError) -> StorageError:
 
 
 def _unlink_quietly(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass

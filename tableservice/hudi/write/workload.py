@@ -2,8 +2,9 @@
 
 Trips keyed by `uuid`, partitioned by `city`, ordered by the event time `ts` (epoch milliseconds). The first
 operation inserts every record; each later one is an upsert that updates a fraction of the live records and
-deletes another fraction (in one commit, as a Hudi upsert carrying `_hoodie_is_deleted` records does). A share of updates arrive late: their event time is older than the version already stored, so
-under event-time ordering they must lose against it, and under commit-time ordering they win.
+deletes another fraction (in one commit, as a Hudi upsert carrying `_hoodie_is_deleted` records does). A share
+of updates arrive late: their event time is older than the version already stored, so under event-time ordering
+they must lose against it, and under commit-time ordering they win.
 """
 
 from __future__ import annotations
