@@ -1,0 +1,211 @@
+"""Hudi's bloom filter hash functions (Hadoop's MurmurHash 2 and Jenkins lookup3 ports), scalar and vectorised.
+
+A key is its UTF-8 bytes; the empty key is rejected (as Java's `HashFunction` does). Its bit positions are
+`h_0 = hash(key, 0)`, `h_i = hash(key, h_{i-1})`, position `|h_i % vectorSize|` with Java's signed `%`.
+Murmur's tail bytes are *sign-extended* Java bytes (this differs from the C reference for bytes >= 0x80).
+
+`positions_many` hashes many keys with numpy: keys are grouped by byte length, the seed-independent
+block mixing is done once per key, and each group is processed in cache-sized chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+JENKINS_HASH = 0
+MURMUR_HASH = 1
+
+_M = np.uint32(0x5BD1E995)
+_CHUNK = 1 << 14
+SLICE = 1 << 18
+
+KeyInput: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[str] | Sequence[bytes]
+I64 = npt.NDArray[np.int64]
+Pos = npt.NDArray[np.uint32]
+
+
+def _to_array(keys: KeyInput) -> pa.Array:
+    if isinstance(keys, pa.ChunkedArray):
+        arr: pa.Array = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    elif isinstance(keys, pa.Array):
+        arr = keys
+    else:
+        seq = list(keys)
+        typ = pa.large_binary() if seq and isinstance(seq[0], bytes | bytearray) else pa.large_string()
+        arr = pa.array(seq, type=typ)
+    return arr
+
+
+def key_slices(keys: KeyInput) -> Iterator[pa.Array]:
+    """The keys as arrow arrays of at most `SLICE` keys (bounds the memory of the position matrix)."""
+    arr = _to_array(keys)
+    for start in range(0, len(arr), SLICE):
+        yield arr.slice(start, SLICE)
+
+
+def _to_binary(keys: KeyInput) -> tuple[npt.NDArray[np.uint8], I64]:
+    """UTF-8 bytes and int64 offsets of the keys; rejects null and empty keys."""
+    arr = _to_array(keys)
+    if arr.null_count:
+        raise ValueError("a record key is null; bloom filters take non-null keys only")
+    if not (pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.large_string() if pa.types.is_string(arr.type) else pa.large_binary())
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    if len(arr) and int(np.min(np.diff(offsets))) == 0:
+        raise ValueError("a record key is empty; bloom filters reject empty keys (key length must be > 0)")
+    return data, offsets.astype(np.int64, copy=False)
+
+
+def _murmur_group(rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector_size: int) -> Pos:
+    """Positions (n, nb_hash) for keys that all have `length` bytes, given as an (n, length) matrix."""
+    n = rows.shape[0]
+    len4 = length >> 2
+    words = np.ascontiguousarray(rows[:, : len4 * 4]).view("<u4")
+    with np.errstate(over="ignore"):
+        # The block words do not depend on the seed: mix them once, one contiguous row per block.
+        k = np.ascontiguousarray(words.T).astype(np.uint32)
+        k *= _M
+        k ^= k >> np.uint32(24)
+        k *= _M
+        tail = np.zeros(n, dtype=np.int32)
+        left = length - len4 * 4
+        signed = rows.view(np.int8)
+        if left >= 3:
+            tail ^= signed[:, length - 3].astype(np.int32) << np.int32(16)
+        if left >= 2:
+            tail ^= signed[:, length - 2].astype(np.int32) << np.int32(8)
+        if left >= 1:
+            tail ^= signed[:, length - 1].astype(np.int32)
+        tail_u = tail.view(np.uint32)
+        out = np.empty((nb_hash, n), dtype=np.uint32)
+        h = np.zeros(n, dtype=np.uint32)
+        tmp = np.empty(n, dtype=np.uint32)
+        size = np.uint32(vector_size)
+        for i in range(nb_hash):
+            h ^= np.uint32(length)
+            for j in range(len4):
+                h *= _M
+                h ^= k[j]
+            if left:
+                h ^= tail_u
+                h *= _M
+            np.right_shift(h, np.uint32(13), out=tmp)
+            h ^= tmp
+            h *= _M
+            np.right_shift(h, np.uint32(15), out=tmp)
+            h ^= tmp
+            # Java: Math.abs(h % size); |h| as unsigned is exact even for Integer.MIN_VALUE.
+            np.abs(h.view(np.int32), out=tmp.view(np.int32))
+            np.remainder(tmp, size, out=tmp)
+            out[i] = tmp
+    return out.T
+
+
+def murmur_hash(data: bytes, seed: int) -> int:
+    """Hudi's (Hadoop's) MurmurHash 2 of `data` with `seed`, as a signed 32-bit int."""
+    mask = 0xFFFFFFFF
+    m = 0x5BD1E995
+    length = len(data)
+    h = (seed ^ length) & mask
+    len4 = length >> 2
+    for i in range(len4):
+        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    left = length - len4 * 4
+    if left:
+
+        def sb(b: int) -> int:
+            return b - 256 if b >= 128 else b
+
+        if left >= 3:
+            h ^= (sb(data[length - 3]) << 16) & mask
+        if left >= 2:
+            h ^= (sb(data[length - 2]) << 8) & mask
+        h ^= sb(data[length - 1]) & mask
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+_JENKINS_MIX = ((0, 2, 1, 4), (1, 0, 2, 6), (2, 1, 0, 8), (0, 2, 1, 16), (1, 0, 2, 19), (2, 1, 0, 4))
+_JENKINS_FINAL = ((2, 1, 14), (0, 2, 11), (1, 0, 25), (2, 1, 16), (0, 2, 4), (1, 0, 14), (2, 1, 24))
+
+
+def jenkins_hash(data: bytes, seed: int) -> int:
+    """Hudi's (Hadoop's) Jenkins lookup3 `hashlittle` of `data` with `seed`, as a signed 32-bit int."""
+    mask = 0xFFFFFFFF
+
+    def rot(v: int, p: int) -> int:
+        return ((v << p) | (v >> (32 - p))) & mask
+
+    length = len(data)
+    s = [(0xDEADBEEF + length + seed) & mask] * 3
+    off = 0
+    while length > 12:
+        for i in range(3):
+            s[i] = (s[i] + int.from_bytes(data[off + 4 * i : off + 4 * i + 4], "little")) & mask
+        for x, y, z, r in _JENKINS_MIX:  # a -= c; a ^= rot(c, 4); c += b; ...
+            s[x] = ((s[x] - s[y]) & mask) ^ rot(s[y], r)
+            s[y] = (s[y] + s[z]) & mask
+        off += 12
+        length -= 12
+    if length:
+        rest = data[off : off + length] + bytes(12 - length)
+        for i in range(3):
+            s[i] = (s[i] + int.from_bytes(rest[4 * i : 4 * i + 4], "little")) & mask
+        for x, y, r in _JENKINS_FINAL:  # c ^= b; c -= rot(b, 14); ...
+            s[x] = ((s[x] ^ s[y]) - rot(s[y], r)) & mask
+    c = s[2]
+    return c - (1 << 32) if c >= 1 << 31 else c
+
+
+def key_positions(key: bytes, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH) -> list[int]:
+    """The bit positions of one key (Hudi's `HashFunction.hash`)."""
+    if not key:
+        raise ValueError("a record key is empty; bloom filters reject empty keys (key length must be > 0)")
+    fn = murmur_hash if hash_type == MURMUR_HASH else jenkins_hash
+    out = []
+    seed = 0
+    for _ in range(nb_hash):
+        seed = fn(key, seed)
+        out.append(abs(seed % vector_size if seed >= 0 else -((-seed) % vector_size)))
+    return out
+
+
+def positions_many(keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH) -> Pos:
+    """Bit positions of many keys, shape (n, nb_hash), in key order."""
+    data, offsets = _to_binary(keys)
+    n = len(offsets) - 1
+    out = np.empty((n, nb_hash), dtype=np.uint32)
+    if n == 0:
+        return out
+    if hash_type != MURMUR_HASH:
+        for i in range(n):
+            key = data[offsets[i] : offsets[i + 1]].tobytes()
+            out[i] = key_positions(key, nb_hash, vector_size, hash_type)
+        return out
+    lengths = np.diff(offsets)
+    order = np.argsort(lengths, kind="stable")
+    sorted_lengths = lengths[order]
+    bounds = np.flatnonzero(np.diff(sorted_lengths)) + 1
+    for group in np.split(order, bounds):
+        length = int(lengths[group[0]])
+        span = np.arange(length, dtype=np.int64)[None, :]
+        for start in range(0, len(group), _CHUNK):
+            idx = group[start : start + _CHUNK]
+            rows = data[offsets[idx][:, None] + span]
+            out[idx] = _murmur_group(rows, length, nb_hash, vector_size)
+    return out
