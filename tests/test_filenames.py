@@ -18,7 +18,7 @@ from tableservice.hudi.plan_paths import relative_to_table, resolve_absolute, re
 
 file_ids = st.builds(lambda u, n: f"{u}-{n}", st.uuids().map(str), st.integers(0, 99))
 instants = st.integers(10**16, 10**17 - 1).map(str)
-tokens = st.tuples(st.integers(0, 999), st.integers(0, 999), st.integers(0, 999)).map(lambda t: "%d-%d-%d" % t)
+tokens = st.tuples(st.integers(0, 999), st.integers(0, 999), st.integers(0, 999)).map(lambda t: f"{t[0]}-{t[1]}-{t[2]}")
 
 
 @given(file_ids, tokens, instants)
