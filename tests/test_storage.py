@@ -99,3 +99,11 @@ def test_create_if_absent_has_one_winner(tmp_path: Path) -> None:
 def test_unsupported_scheme() -> None:
     with pytest.raises(StorageError, match="gs://b/x"):
         Storage().read_bytes("gs://b/x")
+
+
+def test_created_files_are_world_readable(tmp_path: Path) -> None:
+    storage = Storage()
+    storage.write_bytes(str(tmp_path / "a"), b"1")
+    storage.create_if_absent(str(tmp_path / "b"), b"1")
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b").stat().st_mode & 0o777 == 0o644

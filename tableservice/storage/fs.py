@@ -22,6 +22,9 @@ import pyarrow.fs as pafs
 from tableservice.errors import AlreadyExistsError, FileMissingError, StorageError
 
 _S3_SCHEMES = ("s3://", "s3a://", "s3n://")
+# Files we create are readable by other users (Spark executors often run as another user); temp files from
+# mkstemp would otherwise be 0600.
+_FILE_MODE = 0o644
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ class Storage:
                 os.makedirs(directory, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
                 try:
+                    os.fchmod(fd, _FILE_MODE)
                     with os.fdopen(fd, "wb") as f:
                         f.write(data)
                     os.replace(tmp, path)
@@ -231,6 +235,7 @@ class Storage:
             try:
                 os.makedirs(directory, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+                os.fchmod(fd, _FILE_MODE)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
             except OSError as e:
