@@ -1,0 +1,92 @@
+"""Shared pieces of the benchmarks: generating the standard MOR table and timing helpers."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from tableservice.hudi.schema import avro_schema_from_arrow
+from tableservice.hudi.table_config import TableType
+from tableservice.hudi.write.client import WriteClient, WriteOptions
+from tableservice.hudi.write.create import TableSpec, create_table
+from tableservice.hudi.write.workload import ORDERING_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload
+from tableservice.storage import Storage
+
+T = TypeVar("T")
+
+
+def standard_mor_table(
+    path: Path,
+    *,
+    records: int,
+    file_groups: int,
+    commits: int,
+    update_fraction: float,
+    version: int = 9,
+    log_block: str = "avro",
+    reuse: bool = True,
+) -> Path:
+    """A non-partitioned MOR table: `records` inserted into `file_groups` base files, then `commits - 1` delta
+    commits each updating `update_fraction` of the records (late event times included)."""
+    marker = path / ".bench-complete"
+    if reuse and marker.exists():
+        return path
+    if path.exists():
+        shutil.rmtree(path)
+    storage = Storage()
+    create_table(
+        storage,
+        str(path),
+        TableSpec(
+            name="bench_trips",
+            table_type=TableType.MERGE_ON_READ,
+            version=version,
+            schema=avro_schema_from_arrow(TRIP_SCHEMA, "bench_trips_record", "hoodie.bench_trips"),
+            record_key_fields=(RECORD_KEY,),
+            partition_fields=(),
+            ordering_fields=(ORDERING_FIELD,),
+        ),
+    )
+    per_file = -(-records // file_groups)
+    client = WriteClient(
+        storage,
+        str(path),
+        options=WriteOptions(max_file_records=per_file, log_block_format=log_block, compression="snappy"),
+    )
+    for step in Workload(records, commits, update_fraction, 0.0, partitions=0, seed=3).steps():
+        started = time.monotonic()
+        result = client.apply(step)
+        print(
+            f"  generated {result.action.value} {result.instant_time} ({step.records.num_rows} rows) "
+            f"in {time.monotonic() - started:.1f}s",
+            flush=True,
+        )
+    marker.touch()
+    return path
+
+
+def timed(fn: Callable[[], T], repeat: int = 3) -> tuple[float, T]:
+    """Best wall time of `repeat` runs, and the last result."""
+    best = float("inf")
+    result: T | None = None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - started)
+    assert result is not None
+    return best, result
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_dir(name: str) -> Path:
+    root = Path(os.environ.get("TABLESERVICE_BENCH_DIR", "/tmp/tableservice-bench"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root / name

@@ -1,0 +1,5 @@
+import sys
+
+from tableservice.cli import main
+
+sys.exit(main())

@@ -1,0 +1,45 @@
+"""The `tableservice` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from tableservice import __version__
+from tableservice.cli import generate_cmd, table_cmd
+from tableservice.errors import ConfigError, TableServiceError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tableservice", description="Table services for Apache Hudi tables.")
+    parser.add_argument("--version", action="version", version=f"tableservice {__version__}")
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    table_cmd.register(sub)
+    generate_cmd.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except ConfigError as e:
+        print(f"tableservice: configuration error: {e}", file=sys.stderr)
+        return 2
+    except TableServiceError as e:
+        print(f"tableservice: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

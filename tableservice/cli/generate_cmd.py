@@ -1,0 +1,79 @@
+"""`tableservice generate`: create a table and ingest a realistic workload with the write client."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from tableservice.hudi.schema import avro_schema_from_arrow
+from tableservice.hudi.table_config import TableType
+from tableservice.hudi.write.client import WriteClient, WriteOptions
+from tableservice.hudi.write.create import MergeModeName, TableSpec, create_table
+from tableservice.hudi.write.workload import ORDERING_FIELD, PARTITION_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload
+from tableservice.storage import Storage
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+def register(sub: Any) -> None:
+    gen = sub.add_parser("generate", help="create a Hudi table and write a generated workload into it")
+    gen.add_argument("uri", help="where to create the table (must not hold a table yet)")
+    gen.add_argument("--table-type", choices=[t.value for t in TableType], default="MERGE_ON_READ")
+    gen.add_argument("--table-version", type=int, choices=[6, 8, 9], default=9)
+    gen.add_argument("--records", type=int, default=10_000, help="records inserted by the first commit")
+    gen.add_argument("--commits", type=int, default=5, help="commits in all (the first inserts)")
+    gen.add_argument("--update-fraction", type=_fraction, default=0.2)
+    gen.add_argument("--delete-fraction", type=_fraction, default=0.01)
+    gen.add_argument("--late-fraction", type=_fraction, default=0.1, help="updates arriving with older event times")
+    gen.add_argument("--log-block", choices=["avro", "parquet"], default="avro")
+    gen.add_argument("--partitions", type=int, default=3, help="cities to partition by (0: not partitioned)")
+    gen.add_argument(
+        "--merge-mode", choices=[m.value for m in MergeModeName], default=MergeModeName.EVENT_TIME_ORDERING.value
+    )
+    gen.add_argument("--max-file-records", type=int, default=500_000, help="records per new base file")
+    gen.add_argument("--seed", type=int, default=7)
+    gen.add_argument("--name", default="trips")
+    gen.set_defaults(handler=cmd_generate)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    storage = Storage()
+    spec = TableSpec(
+        name=args.name,
+        table_type=TableType(args.table_type),
+        version=args.table_version,
+        schema=avro_schema_from_arrow(TRIP_SCHEMA, f"{args.name}_record", f"hoodie.{args.name}"),
+        record_key_fields=(RECORD_KEY,),
+        partition_fields=(PARTITION_FIELD,) if args.partitions > 0 else (),
+        ordering_fields=(ORDERING_FIELD,),
+        merge_mode=MergeModeName(args.merge_mode),
+    )
+    create_table(storage, args.uri, spec)
+    client = WriteClient(
+        storage, args.uri, options=WriteOptions(log_block_format=args.log_block, max_file_records=args.max_file_records)
+    )
+    workload = Workload(
+        args.records,
+        args.commits,
+        args.update_fraction,
+        args.delete_fraction,
+        partitions=args.partitions,
+        late_fraction=args.late_fraction,
+        seed=args.seed,
+    )
+    for step in workload.steps():
+        started = time.monotonic()
+        result = client.apply(step)
+        deletes = step.deletes.num_rows if step.deletes is not None else 0
+        print(
+            f"{result.action.value} {result.instant_time}: {step.operation.value} {step.records.num_rows} records"
+            f"{f', {deletes} deletes' if deletes else ''} in {time.monotonic() - started:.1f}s"
+        )
+    print(f"created {spec.table_type.value} table version {spec.version} at {args.uri}")
+    return 0
