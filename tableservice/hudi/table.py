@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tableservice.errors import InvalidPlanError, TableServiceError
+from tableservice.hudi.archive import ArchivedInstant, archived_completion_times, load_archived_instants
 from tableservice.hudi.fsview import FileGroupId, FileSystemView, ViewInputs, partitions_from_listing
 from tableservice.hudi.instant import Action, Instant, State
 from tableservice.hudi.models import (
@@ -50,6 +51,7 @@ class HudiTable:
         self.active = ActiveTimeline(storage, self.base_path, config)
         self._timeline: Timeline | None = None
         self._cache: dict[str, Any] = {}
+        self._archived_completion: dict[str, str] | None = None
 
     @classmethod
     def open(cls, storage: Storage, base_path: str) -> HudiTable:
@@ -72,6 +74,20 @@ class HudiTable:
 
     def reload(self) -> Timeline:
         return self.timeline(reload=True)
+
+    def archived_instants(
+        self, *, start: str | None = None, end: str | None = None, completed_only: bool = False
+    ) -> list[ArchivedInstant]:
+        """Instants moved out of the active timeline (v6 archive log, v8+ LSM history)."""
+        return load_archived_instants(
+            self.storage, self.base_path, self.config, start=start, end=end, completed_only=completed_only
+        )
+
+    def archived_completion_time(self, requested_time: str) -> str | None:
+        """Completion time of an archived instant (loaded once, on first need)."""
+        if self._archived_completion is None:
+            self._archived_completion = archived_completion_times(self.storage, self.base_path, self.config)
+        return self._archived_completion.get(requested_time)
 
     def _cached(self, instant: Instant, state: State, decode: Callable[[bytes, str], T]) -> T:
         """Decode an instant file once; pending files are re-read (they may still change state)."""
@@ -200,6 +216,7 @@ class HudiTable:
             listing if listing is not None else self.list_data_files(),
             self.view_inputs(tl),
             as_of=as_of,
+            completion_time=self.archived_completion_time,
         )
 
 
