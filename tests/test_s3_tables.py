@@ -6,8 +6,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from servers import MotoServer
 from oracle import assert_same_rows, sort_rows
+from servers import MotoServer
 
 from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
