@@ -39,21 +39,34 @@ def create_marker(
     return path
 
 
+def _parse_marker(rel: str) -> tuple[str, str, MarkerType] | None:
+    partition, _, name = rel.strip().rpartition("/")
+    if MARKER_SUFFIX not in name:
+        return None
+    file_name, _, kind = name.rpartition(MARKER_SUFFIX)
+    if kind not in MarkerType.__members__:
+        return None
+    if parse_base_file_name(file_name) is None and parse_log_file_name(file_name) is None:
+        return None
+    return (partition, file_name, MarkerType(kind))
+
+
 def list_marked_files(storage: Storage, base_path: str, instant_time: str) -> list[tuple[str, str, MarkerType]]:
-    """(partition, data file name, marker type) for every direct marker of the attempt."""
+    """(partition, data file name, marker type) for every marker of the attempt: direct markers (one empty file
+    per data file) and timeline-server markers (`MARKERS<n>` files listing marker names, one per line)."""
     folder = marker_folder(base_path, instant_time)
-    out = []
+    out: set[tuple[str, str, MarkerType]] = set()
     for fi in storage.walk_files(folder):
         rel = fi.location[len(folder.rstrip("/")) + 1 :]
-        partition, _, name = rel.rpartition("/")
-        if MARKER_SUFFIX not in name:
+        if "/" not in rel and rel.startswith("MARKERS") and rel != "MARKERS.type":
+            for line in storage.read_bytes(fi.location).decode("utf-8", "replace").splitlines():
+                parsed = _parse_marker(line)
+                if parsed is not None:
+                    out.add(parsed)
             continue
-        file_name, _, kind = name.rpartition(MARKER_SUFFIX)
-        if kind not in MarkerType.__members__:
-            continue
-        if parse_base_file_name(file_name) is None and parse_log_file_name(file_name) is None:
-            continue
-        out.append((partition, file_name, MarkerType(kind)))
+        parsed = _parse_marker(rel)
+        if parsed is not None:
+            out.add(parsed)
     return sorted(out)
 
 
