@@ -1,17 +1,24 @@
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from servers import MotoServer, moto_server
 
 from tableservice.storage import Storage, StorageOptions
+
+# Shared machines are slow and noisy: no per-example deadline; CI runs a fixed, derandomised set of examples.
+settings.register_profile("default", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "default")
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +44,17 @@ def s3_bucket(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> tuple[Storag
         secret_access_key=moto.secret_access_key,
     )
     return Storage(options), f"s3://{bucket}"
+
+
+@pytest.fixture(scope="session")
+def spark_executor() -> Iterator[object]:
+    """The one local SparkSession of the test run (local[2], UI off)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from tableservice.executors.spark import SparkExecutor, SparkSettings
+
+    executor = SparkExecutor(
+        SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+    )
+    executor.start()
+    yield executor
+    executor.stop()

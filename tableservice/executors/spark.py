@@ -1,0 +1,179 @@
+"""The daemon's one long-lived SparkSession and the jobs it runs.
+
+Jobs are DataFrames of self-contained task descriptions (JSON) mapped with `mapInArrow`: each Python worker
+runs the format layer on its tasks (merged read, new base file written straight to storage) and returns the
+write stats as JSON. Each action's jobs carry a Spark job tag naming the table and instant, so an action can be
+cancelled on its own (`SparkSession.interruptTag`), on classic Spark and on Spark Connect alike.
+
+Python workers import `tableservice` themselves: with a cluster or Spark Connect, install the package (same
+version) on the executors' Python environment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from tableservice.errors import RetryableError
+from tableservice.hudi.compaction import CompactionTask, run_compaction_task
+from tableservice.hudi.models import HoodieWriteStat
+from tableservice.storage import Storage, StorageOptions
+
+log = logging.getLogger(__name__)
+
+
+class SparkJobError(RetryableError):
+    """A Spark job failed or was cancelled."""
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str | None = "local[*]"
+    remote: str | None = None  # Spark Connect, e.g. sc://host:15002
+    app_name: str = "tableservice"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+def job_tag(table: str, action: str, instant: str) -> str:
+    """A Spark job tag for one action (tags may not contain commas)."""
+    return re.sub(r"[^A-Za-z0-9_.:=-]", "_", f"tableservice:{table}:{action}:{instant}")
+
+
+def _task_context_token() -> str:
+    """`<partitionId>-<stageId>-<attemptNumber>` of the running Spark task (Hudi's write token)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return "0-0-0"
+    return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}"
+
+
+def _run_compaction_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+    """Executor side of a compaction job: one task JSON in, one write stat JSON out."""
+    token = _task_context_token()
+    storages: dict[str, Storage] = {}
+    for batch in batches:
+        out: list[str] = []
+        for text in batch.column(0).to_pylist():
+            task = CompactionTask.from_json(text)
+            opts = task.extra.get("storage_options", "{}")
+            storage = storages.get(opts)
+            if storage is None:
+                storage = storages[opts] = Storage(StorageOptions(**json.loads(opts)) if opts != "{}" else None)
+            task = CompactionTask(**{**task.__dict__, "write_token": token})
+            stat = run_compaction_task(storage, task)
+            out.append(stat.model_dump_json(by_alias=True))
+        yield pa.RecordBatch.from_pydict({"stat": pa.array(out, pa.string())})
+
+
+class SparkExecutor:
+    """Owns the SparkSession; thread-safe for concurrent actions (one job tag per action)."""
+
+    def __init__(self, settings: SparkSettings) -> None:
+        self.settings = settings
+        self._session: SparkSession | None = None
+        self._lock = threading.Lock()
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> SparkSession:
+        with self._lock:
+            if self._session is not None:
+                return self._session
+            s = self.settings
+            builder = SparkSession.builder.appName(s.app_name)
+            if s.remote:
+                builder = builder.remote(s.remote)
+            else:
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+                os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+                builder = builder.master(s.master or "local[*]")
+                builder = builder.config("spark.ui.enabled", "false")
+                builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            for key, value in s.conf.items():
+                builder = builder.config(key, value)
+            self._session = builder.getOrCreate()
+            log.info("spark session started (%s)", s.remote or s.master)
+            return self._session
+
+    @property
+    def session(self) -> SparkSession:
+        return self.start()
+
+    def is_up(self) -> bool:
+        session = self._session
+        if session is None:
+            return False
+        try:
+            return bool(session.range(1).count() == 1)
+        except Exception:  # any failure means not ready
+            return False
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                try:
+                    self._session.stop()
+                finally:
+                    self._session = None
+
+    def cancel(self, tag: str) -> None:
+        """Interrupt every running job of one action."""
+        if self._session is not None:
+            try:
+                self._session.interruptTag(tag)
+            except Exception as e:  # cancelling is best effort
+                log.warning("could not interrupt spark jobs tagged %s: %s", tag, e)
+
+    # --- jobs --------------------------------------------------------------------------------------
+
+    def run_compaction(
+        self,
+        tasks: Sequence[CompactionTask],
+        *,
+        tag: str,
+        description: str,
+        storage_options: StorageOptions | None = None,
+        parallelism: int | None = None,
+    ) -> list[HoodieWriteStat]:
+        """Run one compaction's operations as one Spark job; returns the write stats in task order."""
+        if not tasks:
+            return []
+        spark = self.session
+        opts = json.dumps({k: v for k, v in (storage_options.__dict__ if storage_options else {}).items() if v})
+        payload = [
+            CompactionTask(**{**t.__dict__, "extra": {**t.extra, "storage_options": opts}}).to_json() for t in tasks
+        ]
+        spark.addTag(tag)
+        try:
+            df = spark.createDataFrame([(p,) for p in payload], "task string")
+            n = parallelism if parallelism is not None else len(payload)
+            df = df.repartition(max(1, min(n, len(payload))))
+            rows = df.mapInArrow(_run_compaction_batches, "stat string").collect()
+        except Exception as e:
+            raise SparkJobError(f"compaction job {description} failed: {_short(e)}") from e
+        finally:
+            spark.removeTag(tag)
+        stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]
+        return stats
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:500] if text else type(e).__name__
+
+
+def session_info(executor: SparkExecutor) -> dict[str, Any]:
+    s = executor.settings
+    return {"master": s.master, "remote": s.remote, "up": executor._session is not None}

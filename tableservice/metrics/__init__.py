@@ -1,0 +1,344 @@
+"""Prometheus metrics of the tableservice daemon.
+
+`Metrics` owns every metric the daemon exports, registered on a `CollectorRegistry` the caller injects
+(never prometheus_client's global default registry, so tests and several daemons in one process do not
+share state). The service calls its typed methods; nothing outside this package imports prometheus_client.
+
+Labels: `table` (the table's configured name), `action` (Hudi's action name: compaction, logcompaction,
+clustering, clean, rollback, indexing...), `lock` (the lock provider's name), `kind` (an error's class
+name) and `reason` (why a table is unsupported, e.g. metadata_table).
+
+Values are seconds and bytes (Prometheus base units); counts and durations must not be negative (a
+`ValueError` says which metric got which value). Measure durations with a monotonic clock.
+"""
+
+from __future__ import annotations
+
+import copy
+import platform
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
+from prometheus_client.process_collector import ProcessCollector
+
+from tableservice import __version__
+
+__all__ = [
+    "ACTION_DURATION_BUCKETS",
+    "LOCK_BUCKETS",
+    "NAMESPACE",
+    "POLL_BUCKETS",
+    "Metrics",
+]
+
+NAMESPACE = "tableservice"
+
+_M = TypeVar("_M", bound=MetricWrapperBase)
+
+# Table services run from seconds (a clean) to hours (a large compaction or clustering).
+ACTION_DURATION_BUCKETS: tuple[float, ...] = (
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0,
+)  # fmt: skip
+# Lock waits and holds: milliseconds when uncontended, up to an hour behind a long writer.
+LOCK_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+)  # fmt: skip
+# One poll reads a table's timeline and plans: tens of milliseconds to a few minutes on a slow store.
+POLL_BUCKETS: tuple[float, ...] = (
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+
+
+def _check_non_negative(metric: str, value: float) -> float:
+    if not value >= 0:  # also rejects NaN
+        raise ValueError(f"{NAMESPACE}_{metric}: value must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _check_label(name: str, value: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"label {name!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+class _WithoutCreatedSeries:
+    """A view of a registry without the `<name>_created` samples of counters and histograms.
+
+    The classic text format has no place for them: Prometheus would store each as one more gauge series.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            if family.type in ("counter", "histogram", "summary"):
+                created = family.name + "_created"
+                family = copy.copy(family)
+                family.samples = [sample for sample in family.samples if sample.name != created]
+            yield family
+
+
+class Metrics:
+    """Every metric of the daemon, on one injected registry.
+
+    Thread-safe: executors running in worker threads may call it while the event loop does too.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        version: str = __version__,
+        process_metrics: bool = False,
+        created_series: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Register the metrics on `registry`.
+
+        `version` goes into `tableservice_build_info`; `process_metrics` also registers the standard
+        `process_*` collector (CPU, memory, open files) on the same registry; `created_series` keeps the
+        `*_created` gauges in the classic text format (OpenMetrics always has them); `clock` gives the unix time
+        recorded by `poll_finished` when the caller passes none.
+        """
+        self._registry = registry
+        self._clock = clock
+        self._created_series = created_series
+        self._lock = threading.Lock()
+        # table -> the (metric, label values) series created for it, so forget_table can remove them.
+        self._series: dict[str, set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+        # table -> reasons ever reported by set_unsupported.
+        self._unsupported_reasons: dict[str, set[str]] = {}
+
+        def name(suffix: str) -> str:
+            return f"{NAMESPACE}_{suffix}"
+
+        ta = ("table", "action")
+        reg = registry
+        # --- scheduling state, refreshed on every poll
+        self._pending = Gauge(
+            name("pending_actions"), "Requested or inflight instants of this action on the timeline", ta, registry=reg
+        )
+        self._oldest_pending_age = Gauge(
+            name("oldest_pending_age_seconds"),
+            "Age of the oldest pending instant of this action (0 when none is pending)",
+            ta,
+            registry=reg,
+        )
+        self._scheduled = Counter(
+            name("actions_scheduled"), "Actions scheduled (requested instants written) by the daemon", ta, registry=reg
+        )
+        # --- executions
+        self._completed = Counter(name("actions_completed"), "Actions executed and committed", ta, registry=reg)
+        self._failed = Counter(name("actions_failed"), "Action executions that failed", ta, registry=reg)
+        self._duration = Histogram(
+            name("action_duration_seconds"),
+            "Wall time of a successful action execution, from start to commit",
+            ta,
+            registry=reg,
+            buckets=ACTION_DURATION_BUCKETS,
+        )
+        self._bytes_read = Counter(name("read_bytes"), "Bytes read by action executions", ta, registry=reg)
+        self._bytes_written = Counter(name("written_bytes"), "Bytes written by action executions", ta, registry=reg)
+        self._records_read = Counter(name("read_records"), "Records read by action executions", ta, registry=reg)
+        self._records_written = Counter(
+            name("written_records"), "Records written by action executions", ta, registry=reg
+        )
+        self._log_files_compacted = Counter(
+            name("log_files_compacted"), "Log files merged into new base files or log files", ta, registry=reg
+        )
+        # --- locks
+        tl = ("table", "lock")
+        self._lock_wait = Histogram(
+            name("lock_wait_seconds"), "Time spent waiting to acquire the table lock", tl, registry=reg,
+            buckets=LOCK_BUCKETS,
+        )  # fmt: skip
+        self._lock_hold = Histogram(
+            name("lock_hold_seconds"), "Time the table lock was held", tl, registry=reg, buckets=LOCK_BUCKETS
+        )
+        # --- polling and table health
+        self._poll_duration = Histogram(
+            name("poll_duration_seconds"),
+            "Wall time of one poll of a table (timeline read and planning)",
+            ("table",),
+            registry=reg,
+            buckets=POLL_BUCKETS,
+        )
+        self._last_poll = Gauge(
+            name("last_successful_poll_timestamp_seconds"),
+            "Unix time at which the last successful poll of the table finished",
+            ("table",),
+            registry=reg,
+        )
+        self._errors = Counter(
+            name("table_errors"), "Errors raised while serving a table, by error class", ("table", "kind"), registry=reg
+        )
+        self._quarantined = Gauge(
+            name("table_quarantined"), "1 while the table is quarantined after repeated failures", ("table",),
+            registry=reg,
+        )  # fmt: skip
+        self._unsupported = Gauge(
+            name("table_unsupported"), "1 while the table is skipped as unsupported, for this reason",
+            ("table", "reason"), registry=reg,
+        )  # fmt: skip
+        # --- process
+        self._build_info = Info(name("build"), "Build of the tableservice daemon", registry=reg)
+        self._build_info.info({"version": version, "python": platform.python_version()})
+        self._up = Gauge(name("up"), "1 while the daemon is running", registry=reg)
+        self._up.set(1)
+        if process_metrics:
+            ProcessCollector(registry=reg)
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The registry the metrics are registered on."""
+        return self._registry
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def _child(self, metric: _M, table: str, *rest: str) -> _M:
+        labels = (_check_label("table", table), *rest)
+        with self._lock:
+            self._series.setdefault(table, set()).add((metric, labels))
+        return metric.labels(*labels)
+
+    # --- scheduling state --------------------------------------------------------------------------
+
+    def set_pending(self, table: str, action: str, *, count: int, oldest_age_seconds: float) -> None:
+        """Pending (requested or inflight) instants of `action` on `table` and the oldest one's age.
+
+        Call it on every poll for each action the daemon serves, with count 0 when none is pending.
+        """
+        _check_label("action", action)
+        pending = _check_non_negative("pending_actions", count)
+        age = _check_non_negative("oldest_pending_age_seconds", oldest_age_seconds) if count else 0.0
+        self._child(self._pending, table, action).set(pending)
+        self._child(self._oldest_pending_age, table, action).set(age)
+
+    def action_scheduled(self, table: str, action: str) -> None:
+        """The daemon wrote a requested instant of `action` on `table`."""
+        self._child(self._scheduled, table, _check_label("action", action)).inc()
+
+    # --- executions --------------------------------------------------------------------------------
+
+    def action_completed(self, table: str, action: str, *, duration_seconds: float) -> None:
+        """An execution of `action` committed after `duration_seconds`."""
+        _check_label("action", action)
+        duration = _check_non_negative("action_duration_seconds", duration_seconds)
+        self._child(self._completed, table, action).inc()
+        self._child(self._duration, table, action).observe(duration)
+
+    def action_failed(self, table: str, action: str) -> None:
+        """An execution of `action` failed (report the error itself with `table_error`)."""
+        self._child(self._failed, table, _check_label("action", action)).inc()
+
+    def record_io(
+        self,
+        table: str,
+        action: str,
+        *,
+        bytes_read: int = 0,
+        bytes_written: int = 0,
+        records_read: int = 0,
+        records_written: int = 0,
+        log_files_compacted: int = 0,
+    ) -> None:
+        """Add an execution's I/O (from its write stats) to the table's counters."""
+        _check_label("action", action)
+        amounts = (
+            (self._bytes_read, "read_bytes_total", bytes_read),
+            (self._bytes_written, "written_bytes_total", bytes_written),
+            (self._records_read, "read_records_total", records_read),
+            (self._records_written, "written_records_total", records_written),
+            (self._log_files_compacted, "log_files_compacted_total", log_files_compacted),
+        )
+        checked = [(metric, _check_non_negative(name, amount)) for metric, name, amount in amounts]
+        for metric, amount in checked:
+            # Touch the series even for 0 so that rate() has a starting point.
+            self._child(metric, table, action).inc(amount)
+
+    # --- locks -------------------------------------------------------------------------------------
+
+    def observe_lock_wait(self, table: str, lock: str, seconds: float) -> None:
+        """Time spent waiting for `table`'s lock from provider `lock` (also when the wait timed out)."""
+        waited = _check_non_negative("lock_wait_seconds", seconds)
+        self._child(self._lock_wait, table, _check_label("lock", lock)).observe(waited)
+
+    def observe_lock_hold(self, table: str, lock: str, seconds: float) -> None:
+        """Time `table`'s lock from provider `lock` was held, measured at release."""
+        held = _check_non_negative("lock_hold_seconds", seconds)
+        self._child(self._lock_hold, table, _check_label("lock", lock)).observe(held)
+
+    # --- polling and table health ------------------------------------------------------------------
+
+    def poll_finished(
+        self, table: str, *, duration_seconds: float, succeeded: bool, finished_at: float | None = None
+    ) -> None:
+        """One poll of `table` took `duration_seconds`; a successful one also sets the last-poll time.
+
+        `finished_at` is unix seconds (default: now).
+        """
+        duration = _check_non_negative("poll_duration_seconds", duration_seconds)
+        self._child(self._poll_duration, table).observe(duration)
+        if succeeded:
+            self._child(self._last_poll, table).set(self._clock() if finished_at is None else finished_at)
+
+    def table_error(self, table: str, error: BaseException | str) -> None:
+        """Count an error on `table`; `error` is the exception or its class name."""
+        kind = error if isinstance(error, str) else type(error).__name__
+        self._child(self._errors, table, _check_label("kind", kind)).inc()
+
+    def set_quarantined(self, table: str, quarantined: bool) -> None:
+        """Whether `table` is quarantined (skipped after repeated failures)."""
+        self._child(self._quarantined, table).set(1 if quarantined else 0)
+
+    def set_unsupported(self, table: str, reason: str | None) -> None:
+        """`table` is skipped as unsupported for `reason` (1), or supported again (None: every reason 0)."""
+        with self._lock:
+            reasons = self._unsupported_reasons.setdefault(table, set())
+            if reason is not None:
+                reasons.add(_check_label("reason", reason))
+            known = sorted(reasons)
+        for known_reason in known:
+            self._child(self._unsupported, table, known_reason).set(1 if known_reason == reason else 0)
+
+    # --- process -----------------------------------------------------------------------------------
+
+    def set_up(self, up: bool) -> None:
+        """`tableservice_up` (1 from construction; set 0 while shutting down)."""
+        self._up.set(1 if up else 0)
+
+    # --- lifecycle and exposition ------------------------------------------------------------------
+
+    def known_tables(self) -> frozenset[str]:
+        """Tables that currently have series."""
+        with self._lock:
+            return frozenset(self._series)
+
+    def forget_table(self, table: str) -> None:
+        """Remove every series labelled with `table` (the table left the configuration)."""
+        with self._lock:
+            series = self._series.pop(table, set())
+            self._unsupported_reasons.pop(table, None)
+        for metric, labels in series:
+            metric.remove(*labels)
+
+    def render(self, accept: str | None = None) -> tuple[bytes, str]:
+        """The registry in Prometheus' exposition format: (body, content type).
+
+        `accept` is the scraper's Accept header; OpenMetrics is returned when it asks for it, the classic
+        text format otherwise.
+        """
+        encoder, content_type = choose_encoder(accept or "")
+        content_type = str(content_type)
+        if content_type.startswith("text/plain") and not self._created_series:
+            body: bytes = encoder(_WithoutCreatedSeries(self._registry))
+        else:
+            body = encoder(self._registry)
+        return body, content_type

@@ -1,0 +1,1 @@
+"""The daemon: the anyio service loop, per-table tasks and the HTTP endpoints."""
