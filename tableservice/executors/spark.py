@@ -59,12 +59,20 @@ def _task_context_token() -> str:
     return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}"
 
 
+def _peak_rss_kb() -> int:
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
 def _run_compaction_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-    """Executor side of a compaction job: one task JSON in, one write stat JSON out."""
+    """Executor side of a compaction job: one task JSON in, one write stat JSON (and the Python worker's peak
+    resident memory so far, in KiB) out."""
     token = _task_context_token()
     storages: dict[str, Storage] = {}
     for batch in batches:
         out: list[str] = []
+        peaks: list[int] = []
         for text in batch.column(0).to_pylist():
             task = CompactionTask.from_json(text)
             opts = task.extra.get("storage_options", "{}")
@@ -74,7 +82,10 @@ def _run_compaction_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.Re
             task = CompactionTask(**{**task.__dict__, "write_token": token})
             stat = run_compaction_task(storage, task)
             out.append(stat.model_dump_json(by_alias=True))
-        yield pa.RecordBatch.from_pydict({"stat": pa.array(out, pa.string())})
+            peaks.append(_peak_rss_kb())
+        yield pa.RecordBatch.from_pydict(
+            {"stat": pa.array(out, pa.string()), "peak_rss_kb": pa.array(peaks, pa.int64())}
+        )
 
 
 class SparkExecutor:
@@ -84,6 +95,7 @@ class SparkExecutor:
         self.settings = settings
         self._session: SparkSession | None = None
         self._lock = threading.Lock()
+        self.last_peak_rss_kb = 0  # highest Python worker peak RSS seen by the last job
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -160,12 +172,13 @@ class SparkExecutor:
             df = spark.createDataFrame([(p,) for p in payload], "task string")
             n = parallelism if parallelism is not None else len(payload)
             df = df.repartition(max(1, min(n, len(payload))))
-            rows = df.mapInArrow(_run_compaction_batches, "stat string").collect()
+            rows = df.mapInArrow(_run_compaction_batches, "stat string, peak_rss_kb long").collect()
         except Exception as e:
             raise SparkJobError(f"compaction job {description} failed: {_short(e)}") from e
         finally:
             spark.removeTag(tag)
         stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]
+        self.last_peak_rss_kb = max((int(r["peak_rss_kb"]) for r in rows), default=0)
         return stats
 
 

@@ -1,0 +1,202 @@
+"""Compaction throughput: the Spark compaction job (local[1] and local[2]) against a bare pyarrow pipeline and
+against hudi-rs's merged read plus a pyarrow write, on the same file slices, in one run.
+
+Usage: python bench/compaction.py [--records 2000000] [--file-groups 16] [--commits 6]
+
+The table: non-partitioned MOR (table version 9), Parquet log blocks (so that the bare pipeline can read them
+with pyarrow alone), `--records` rows in `--file-groups` base files, five delta commits of 20% updates.
+Nothing is committed: every variant writes its own new base files, which are deleted afterwards.
+Aims: local[1] at least 0.6x the bare pipeline's throughput; local[2] at least 1.6x local[1].
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import bench_dir, standard_mor_table
+
+from tableservice.executors.spark import SparkExecutor, SparkSettings
+from tableservice.hudi.compaction import CompactionTask
+from tableservice.hudi.logformat import BlockType, LogBlock, iter_log_blocks, read_block_content
+from tableservice.hudi.schema import add_meta_fields
+from tableservice.hudi.table import HudiTable
+from tableservice.storage import Storage
+
+RECORD_KEY = "_hoodie_record_key"
+
+
+def tasks_for(table: HudiTable, instant: str, token: str) -> list[CompactionTask]:
+    timeline = table.timeline()
+    view = table.file_system_view(timeline=timeline)
+    schema = add_meta_fields(table.latest_schema(timeline) or {})
+    first = timeline.first()
+    return [
+        CompactionTask(
+            table_name=table.name,
+            base_path=table.base_path,
+            table_version=table.config.version,
+            properties=dict(table.config.properties),
+            avro_schema=schema,
+            instant_time=instant,
+            partition_path=s.partition_path,
+            file_id=s.file_id,
+            base_instant_time=s.base_instant_time,
+            base_file=s.base_file.location if s.base_file else None,
+            log_files=tuple(lf.location for lf in s.log_files),
+            completed_instants=tuple(i.requested_time for i in timeline.completed()),
+            timeline_start=first.requested_time if first else None,
+            write_token=token,
+            compression="snappy",
+        )
+        for s in view.latest_slices()
+        if s.log_files
+    ]
+
+
+def cleanup(path: Path, instant: str) -> None:
+    for f in path.glob(f"*_{instant}.parquet"):
+        f.unlink()
+    temp = path / ".hoodie" / ".temp" / instant
+    if temp.exists():
+        import shutil
+
+        shutil.rmtree(temp)
+
+
+def spark_run(path: Path, master: str, instant: str) -> tuple[float, int, int]:
+    executor = SparkExecutor(
+        SparkSettings(master=master, conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"})
+    )
+    executor.start()
+    try:
+        executor.session.range(1).count()  # warm the JVM, outside the measurement
+        table = HudiTable.open(Storage(), str(path))
+        tasks = tasks_for(table, instant, "0-0-0")
+        started = time.perf_counter()
+        stats = executor.run_compaction(tasks, tag=f"bench-{master}", description="bench")
+        seconds = time.perf_counter() - started
+        rows = sum(s.num_writes or 0 for s in stats)
+        return seconds, rows, executor.last_peak_rss_kb
+    finally:
+        executor.stop()
+        cleanup(path, instant)
+
+
+def _log_tables(storage: Storage, locations: list[str]) -> list[pa.Table]:
+    out = []
+    for loc in locations:
+        for block in iter_log_blocks(storage, loc):
+            if isinstance(block, LogBlock) and block.block_type is BlockType.PARQUET_DATA:
+                out.append(pq.read_table(pa.BufferReader(read_block_content(block, storage)), use_threads=False))
+    return out
+
+
+def bare_run(path: Path, instant: str) -> tuple[float, int]:
+    """Read base, merge logs (latest write per key wins), write: pyarrow only, no Hudi footers."""
+    storage = Storage()
+    table = HudiTable.open(storage, str(path))
+    tasks = tasks_for(table, instant, "9-9-9")
+    started = time.perf_counter()
+    rows = 0
+    for t in tasks:
+        base = pq.read_table(t.base_file, use_threads=False) if t.base_file else None
+        logs = _log_tables(storage, list(t.log_files))
+        delta = pa.concat_tables(logs, promote_options="default") if logs else None
+        if delta is not None and delta.num_rows:
+            delta = delta.append_column("__i", pa.array(range(delta.num_rows), pa.int64()))
+            last = delta.group_by(RECORD_KEY).aggregate([("__i", "max")]).column("__i_max")
+            delta = delta.take(last).drop_columns(["__i"])
+            if base is not None:
+                keep = pc.invert(pc.is_in(base.column(RECORD_KEY), value_set=delta.column(RECORD_KEY)))
+                base = pa.concat_tables([base.filter(keep), delta.select(base.column_names).cast(base.schema)])
+            else:
+                base = delta
+        assert base is not None
+        pq.write_table(base, str(path / f"{t.file_id}_9-9-9_{instant}.parquet"), compression="snappy")
+        rows += base.num_rows
+    seconds = time.perf_counter() - started
+    cleanup(path, instant)
+    return seconds, rows
+
+
+def hudi_rs_run(path: Path, instant: str) -> tuple[float, int]:
+    from hudi import HudiFileGroupReader
+
+    table = HudiTable.open(Storage(), str(path))
+    tasks = tasks_for(table, instant, "8-8-8")
+    reader = HudiFileGroupReader(str(path))
+    started = time.perf_counter()
+    rows = 0
+    for t in tasks:
+        base_rel = os.path.relpath(t.base_file, path) if t.base_file else ""
+        logs_rel = [os.path.relpath(lf, path) for lf in t.log_files]
+        merged = pa.Table.from_batches([reader.read_file_slice_from_paths(base_rel, logs_rel)])
+        pq.write_table(merged, str(path / f"{t.file_id}_8-8-8_{instant}.parquet"), compression="snappy")
+        rows += merged.num_rows
+    seconds = time.perf_counter() - started
+    cleanup(path, instant)
+    return seconds, rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--file-groups", type=int, default=16)
+    parser.add_argument("--commits", type=int, default=6)
+    args = parser.parse_args()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    path = bench_dir(f"compaction-{args.records}-{args.file_groups}-{args.commits}")
+    print(f"table: {path}", flush=True)
+    standard_mor_table(
+        path,
+        records=args.records,
+        file_groups=args.file_groups,
+        commits=args.commits,
+        update_fraction=0.2,
+        log_block="parquet",
+    )
+    instant = "29991231235959999"
+    results: dict[str, tuple[float, int]] = {}
+    runners: list[tuple[str, Callable[[Path, str], tuple[float, int]]]] = [
+        ("bare pyarrow pipeline", bare_run),
+        ("hudi-rs read + pyarrow write", hudi_rs_run),
+    ]
+    for name, fn in runners:
+        seconds, rows = fn(path, instant)
+        results[name] = (seconds, rows)
+        print(f"{name:32s} {rows:>10,d} rows {seconds:7.2f} s {rows / seconds:>12,.0f} rows/s", flush=True)
+    for master in ("local[1]", "local[2]"):
+        seconds, rows, peak = spark_run(path, master, instant)
+        results[f"tableservice spark {master}"] = (seconds, rows)
+        print(
+            f"{'tableservice spark ' + master:32s} {rows:>10,d} rows {seconds:7.2f} s "
+            f"{rows / seconds:>12,.0f} rows/s  peak python worker RSS {peak / 1024:.0f} MiB",
+            flush=True,
+        )
+    bare = results["bare pyarrow pipeline"][0]
+    one = results["tableservice spark local[1]"][0]
+    two = results["tableservice spark local[2]"][0]
+    rs = results["hudi-rs read + pyarrow write"][0]
+    print(f"throughput local[1] / bare pipeline: {bare / one:.2f} (aim >= 0.6)")
+    print(f"throughput local[2] / local[1]: {one / two:.2f} (aim >= 1.6)")
+    print(f"throughput local[1] / hudi-rs read + write: {rs / one:.2f}")
+    print(f"peak RSS of the driver process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    counts = {rows for _, rows in results.values()}
+    print(f"row counts agree: {len(counts) == 1} ({sorted(counts)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

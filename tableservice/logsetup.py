@@ -1,0 +1,60 @@
+"""Logging for the daemon and the command line: text or JSON lines, with table and instant on every record
+that is about them (pass `extra={"table": ..., "instant": ...}`), and no secrets."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+CONTEXT_FIELDS = ("table", "instant", "action")
+_SECRET = re.compile(r"(?i)(secret|password|token|credential|aws_secret_access_key)(\s*[=:]\s*)([^\s,;]+)")
+
+
+def redact(text: str) -> str:
+    """Mask values that follow secret-looking keys."""
+    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ctx = " ".join(f"{k}={getattr(record, k)}" for k in CONTEXT_FIELDS if getattr(record, k, None) is not None)
+        stamp = datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        line = f"{stamp} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        if ctx:
+            line += f" [{ctx}]"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return redact(line)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": redact(record.getMessage()),
+        }
+        for key in CONTEXT_FIELDS:
+            value = getattr(record, key, None)
+            if value is not None:
+                out[key] = value
+        if record.exc_info:
+            out["exception"] = redact(self.formatException(record.exc_info))
+        return json.dumps(out, default=str)
+
+
+def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for noisy in ("py4j", "botocore", "urllib3", "kazoo"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

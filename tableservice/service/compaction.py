@@ -1,0 +1,257 @@
+"""Compaction actions on one table: schedule a plan when due, execute a pending plan on Spark.
+
+Locks are held only for short sections: instant generation + plan write when scheduling; conflict check +
+completed-instant write when committing. The Spark job runs without the lock. A crash at any point leaves the
+table as it was, or with a requested/inflight compaction that the next attempt rolls back and runs again under
+the same instant.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from tableservice.errors import ConflictError, InvalidPlanError, UnsupportedTableError
+from tableservice.executors.spark import SparkExecutor, job_tag
+from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata
+from tableservice.hudi.instant import Action, Instant, State
+from tableservice.hudi.models import HoodieWriteStat, encode_commit_metadata, encode_compaction_plan
+from tableservice.hudi.rollback import rollback
+from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
+from tableservice.hudi.table import HudiTable
+from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.write.markers import Heartbeat, delete_markers, list_marked_files
+from tableservice.locks import LockHandle, TableLock
+from tableservice.planning.compaction import plan_compaction
+from tableservice.planning.compaction_trigger import CompactionTableState, DueDecision, compaction_due
+from tableservice.planning.compaction_validate import ResolvedOperation, validate_compaction_plan
+from tableservice.planning.policy import CompactionPolicy
+from tableservice.storage import StorageOptions, join
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActionHooks:
+    """Callbacks for metrics: lock wait and hold seconds."""
+
+    lock_waited: Callable[[float], None] = lambda seconds: None
+    lock_held: Callable[[float], None] = lambda seconds: None
+
+
+@dataclass
+class TableContext:
+    table: HudiTable
+    lock: TableLock
+    executor: SparkExecutor
+    lock_timeout_s: float = 60.0
+    storage_options: StorageOptions | None = None
+    heartbeat_interval_ms: int = 60_000
+    compression: str = "gzip"
+    hooks: ActionHooks = field(default_factory=ActionHooks)
+
+    @contextmanager
+    def locked(self) -> Iterator[LockHandle]:
+        with self.lock.hold(self.lock_timeout_s, self.hooks.lock_waited, self.hooks.lock_held) as handle:
+            yield handle
+
+    def lock_factory(self) -> Callable[[], AbstractContextManager[object]]:
+        return self.locked
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    instant: Instant
+    stats: tuple[HoodieWriteStat, ...]
+    seconds: float
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(s.total_write_bytes or 0 for s in self.stats)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum((s.total_log_size_compacted or 0) for s in self.stats)
+
+    @property
+    def records_written(self) -> int:
+        return sum(s.num_writes or 0 for s in self.stats)
+
+    @property
+    def log_files_compacted(self) -> int:
+        return sum(s.total_log_files_compacted or 0 for s in self.stats)
+
+
+def check_supported(table: HudiTable) -> None:
+    if table.config.has_metadata_table:
+        raise UnsupportedTableError(
+            "table has a metadata table (hoodie.table.metadata.partitions); it is left unchanged until the metadata "
+            "table is maintained",
+            table=table.name,
+            path=table.config.path,
+        )
+    if not table.config.is_mor:
+        raise UnsupportedTableError("compaction applies to merge-on-read tables only", table=table.name)
+
+
+# --- scheduling ------------------------------------------------------------------------------------
+
+
+def compaction_decision(ctx: TableContext, policy: CompactionPolicy, now: datetime | None = None) -> DueDecision:
+    table = ctx.table
+    state = CompactionTableState.of(table, policy, timeline=table.timeline())
+    return compaction_due(state, policy, now if now is not None else datetime.now(UTC))
+
+
+def schedule_compaction(
+    ctx: TableContext, policy: CompactionPolicy, *, force: bool = False, instant_time: str | None = None
+) -> Instant | None:
+    """Write a compaction plan when one is due (or `force`); None when nothing is due or nothing to compact."""
+    table = ctx.table
+    check_supported(table)
+    table.reload()
+    if not force:
+        decision = compaction_decision(ctx, policy)
+        if not decision.due:
+            log.debug("compaction not due: %s", decision.reason, extra={"table": table.name})
+            return None
+    with ctx.locked():
+        timeline = table.reload()
+        t = instant_time if instant_time is not None else table.active.new_instant_time(timeline)
+        if any(t <= x for x in timeline.all_times()):
+            raise InvalidPlanError(f"instant {t} is not above every instant on the timeline", table=table.name)
+        plan = plan_compaction(table, t, policy, timeline=timeline)
+        if plan is None:
+            return None
+        instant = table.active.create_requested(
+            t, Action.COMPACTION, encode_compaction_plan(plan, table_version=table.config.version)
+        )
+    log.info(
+        "scheduled compaction with %d operations", len(plan.operations or ()), extra={"table": table.name, "instant": t}
+    )
+    return instant
+
+
+# --- execution -------------------------------------------------------------------------------------
+
+
+def _tasks(
+    ctx: TableContext, instant: Instant, ops: list[ResolvedOperation], timeline: Timeline
+) -> list[CompactionTask]:
+    table = ctx.table
+    schema = table.latest_schema(timeline)
+    if schema is None:
+        raise InvalidPlanError("table has no schema", table=table.name)
+    full = add_meta_fields(schema)
+    first = timeline.first()
+    completed = tuple(i.requested_time for i in timeline.completed())
+    return [
+        CompactionTask(
+            table_name=table.name,
+            base_path=table.base_path,
+            table_version=table.config.version,
+            properties=dict(table.config.properties),
+            avro_schema=full,
+            instant_time=instant.requested_time,
+            partition_path=op.partition,
+            file_id=op.file_id,
+            base_instant_time=op.base_instant_time,
+            base_file=op.base_file,
+            log_files=op.log_files,
+            completed_instants=completed,
+            timeline_start=first.requested_time if first else None,
+            compression=ctx.compression,
+        )
+        for op in ops
+    ]
+
+
+def _reconcile_markers(ctx: TableContext, instant: Instant, stats: list[HoodieWriteStat]) -> int:
+    """Delete files an attempt created that the commit will not name (failed or speculative task attempts)."""
+    table = ctx.table
+    keep = {s.path for s in stats if s.path}
+    removed = 0
+    for partition, name, _ in list_marked_files(table.storage, table.base_path, instant.requested_time):
+        rel = f"{partition}/{name}" if partition else name
+        if rel not in keep and table.storage.delete(join(table.base_path, rel)):
+            removed += 1
+    return removed
+
+
+def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, ops: list[ResolvedOperation]) -> None:
+    groups = {(op.partition, op.file_id) for op in ops}
+    for other in latest.completed_writes():
+        if other.requested_time == instant.requested_time:
+            continue
+        if other.completed_action(table.config.layout_version) is not Action.REPLACE_COMMIT:
+            continue
+        replaced = table.replace_commit_metadata(other).replaced_file_ids()
+        clash = {(p, f) for p, fids in replaced.items() for f in fids} & groups
+        if clash:
+            raise ConflictError(
+                f"{other} replaced file groups {sorted(clash)[:3]} of compaction {instant.requested_time}",
+                table=table.name,
+            )
+
+
+def execute_compaction(ctx: TableContext, instant_time: str, *, parallelism: int | None = None) -> CompactionResult:
+    """Run a pending compaction (ours or a writer's) to completion."""
+    started = time.monotonic()
+    table = ctx.table
+    check_supported(table)
+    timeline = table.reload()
+    instant = timeline.get(instant_time, Action.COMPACTION)
+    if instant is None or instant.is_completed:
+        raise InvalidPlanError(f"no pending compaction at {instant_time}", table=table.name)
+    if instant.state is State.INFLIGHT:
+        log.info("rolling back the previous attempt", extra={"table": table.name, "instant": instant_time})
+        rollback(table, instant, lock=ctx.lock_factory())
+        timeline = table.reload()
+        instant = timeline.get(instant_time, Action.COMPACTION)
+        assert instant is not None and instant.is_requested
+    plan = table.compaction_plan(instant)
+    plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
+    ops = validate_compaction_plan(table, instant, plan, plan_file=plan_file)
+    tasks = _tasks(ctx, instant, ops, timeline)
+    instant = table.active.transition_to_inflight(instant)
+    heartbeat = Heartbeat(table.storage, table.base_path, instant_time, ctx.heartbeat_interval_ms).start()
+    try:
+        tag = job_tag(table.name, "compaction", instant_time)
+        stats = ctx.executor.run_compaction(
+            tasks,
+            tag=tag,
+            description=f"compaction {table.name} {instant_time}",
+            storage_options=ctx.storage_options,
+            parallelism=parallelism,
+        )
+        removed = _reconcile_markers(ctx, instant, stats)
+        if removed:
+            log.info(
+                "removed %d files of failed task attempts",
+                removed,
+                extra={"table": table.name, "instant": instant_time},
+            )
+        schema = table.latest_schema(timeline)
+        metadata = compaction_commit_metadata(stats, avro_schema_to_json(schema or {}))
+        with ctx.locked() as handle:
+            latest = table.reload()
+            _check_conflicts(table, latest, instant, ops)
+            handle.check()
+            done = table.active.transition_to_completed(
+                instant, encode_commit_metadata(metadata, table_version=table.config.version), timeline=latest
+            )
+        delete_markers(table.storage, table.base_path, instant_time)
+    finally:
+        heartbeat.stop()
+    seconds = time.monotonic() - started
+    log.info(
+        "completed compaction of %d file groups in %.1fs",
+        len(stats),
+        seconds,
+        extra={"table": table.name, "instant": instant_time},
+    )
+    return CompactionResult(done, tuple(stats), seconds)

@@ -1,0 +1,277 @@
+"""One pass over one table: look at its timeline, report what is pending, schedule compaction when due, and
+execute pending compactions. Blocking code (storage and Spark); the daemon runs it in worker threads.
+
+The same pass serves `tableservice run` (every poll), `tableservice once` and the operator commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from tableservice.errors import TableServiceError, UnsupportedTableError
+from tableservice.executors.spark import SparkExecutor, job_tag
+from tableservice.hudi.instant import Action, Instant, parse_instant_time, timeline_timezone
+from tableservice.hudi.rollback import resume_pending_rollbacks
+from tableservice.hudi.table import HudiTable
+from tableservice.locks import LockProvider
+from tableservice.metrics import Metrics
+from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.compaction import (
+    ActionHooks,
+    CompactionResult,
+    TableContext,
+    check_supported,
+    compaction_decision,
+    execute_compaction,
+    schedule_compaction,
+)
+from tableservice.storage import Storage, StorageOptions
+
+log = logging.getLogger(__name__)
+SERVICE_ACTIONS = ("compaction",)
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """How one table is served (from the daemon's configuration)."""
+
+    uri: str
+    name: str | None
+    compaction_schedule: bool
+    compaction_execute: bool
+    compaction_policy: CompactionPolicy
+    lock_timeout_s: float = 60.0
+
+
+@dataclass
+class TableStatus:
+    """What the daemon knows about a table (served on /status and by `tableservice status`)."""
+
+    uri: str
+    name: str
+    table_type: str = ""
+    table_version: int = 0
+    pending: list[dict[str, object]] = field(default_factory=list)
+    last_compaction: str | None = None
+    health: str = "unknown"
+    last_error: str | None = None
+    consecutive_failures: int = 0
+    quarantined_until: float | None = None
+    last_poll: float | None = None
+    running: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class PassResult:
+    scheduled: list[str] = field(default_factory=list)
+    completed: list[CompactionResult] = field(default_factory=list)
+    failed: list[tuple[str, TableServiceError]] = field(default_factory=list)
+
+
+class RunningActions:
+    """Spark job tags of the actions running now (for graceful shutdown)."""
+
+    def __init__(self) -> None:
+        self._tags: dict[str, str] = {}
+        self._guard = threading.Lock()
+
+    def add(self, key: str, tag: str) -> None:
+        with self._guard:
+            self._tags[key] = tag
+
+    def remove(self, key: str) -> None:
+        with self._guard:
+            self._tags.pop(key, None)
+
+    def tags(self) -> list[str]:
+        with self._guard:
+            return list(self._tags.values())
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._tags)
+
+
+def _age_seconds(instant: Instant, tz_name: str) -> float:
+    try:
+        started = parse_instant_time(instant.requested_time, timeline_timezone(tz_name))
+    except TableServiceError:
+        return 0.0
+    return max(0.0, (datetime.now(UTC) - started).total_seconds())
+
+
+class TableWorker:
+    """Serves one table; keeps its HudiTable (and so its metadata cache) between polls."""
+
+    def __init__(
+        self,
+        settings: TableSettings,
+        storage: Storage,
+        locks: LockProvider,
+        executor: SparkExecutor,
+        metrics: Metrics | None = None,
+        storage_options: StorageOptions | None = None,
+        running: RunningActions | None = None,
+    ) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.locks = locks
+        self.executor = executor
+        self.metrics = metrics
+        self.storage_options = storage_options
+        self.running = running if running is not None else RunningActions()
+        self.table: HudiTable | None = None
+        self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
+
+    @property
+    def label(self) -> str:
+        return self.status.name
+
+    def _open(self) -> HudiTable:
+        if self.table is None:
+            self.table = HudiTable.open(self.storage, self.settings.uri)
+            if self.settings.name is None:
+                self.status.name = self.table.name
+        return self.table
+
+    def _context(self, table: HudiTable) -> TableContext:
+        lock = self.locks.table_lock(table.name, table.base_path)
+        hooks = ActionHooks()
+        if self.metrics is not None:
+            m, name, provider = self.metrics, self.label, self.locks.name
+            hooks = ActionHooks(
+                lock_waited=lambda s: m.observe_lock_wait(name, provider, s),
+                lock_held=lambda s: m.observe_lock_hold(name, provider, s),
+            )
+        return TableContext(
+            table=table,
+            lock=lock,
+            executor=self.executor,
+            lock_timeout_s=self.settings.lock_timeout_s,
+            storage_options=self.storage_options,
+            hooks=hooks,
+        )
+
+    # --- polling -----------------------------------------------------------------------------------
+
+    def poll(self) -> list[Instant]:
+        """Reload the timeline (one listing) and report pending actions; returns pending compactions."""
+        started = time.monotonic()
+        table = self._open()
+        try:
+            timeline = table.reload()
+            config = table.config
+            self.status.table_type = config.table_type.value
+            self.status.table_version = config.version
+            pending = list(timeline.pending())
+            self.status.pending = [
+                {
+                    "instant": i.requested_time,
+                    "action": i.action.value,
+                    "state": i.state.name,
+                    "age_seconds": round(_age_seconds(i, config.timezone_name), 1),
+                }
+                for i in pending
+            ]
+            done = [i for i in timeline.completed() if i.action is Action.COMPACTION]
+            self.status.last_compaction = done[-1].requested_time if done else None
+            compactions = [i for i in pending if i.action is Action.COMPACTION]
+            try:
+                check_supported(table)
+                unsupported = None
+            except UnsupportedTableError as e:
+                unsupported = e
+            if self.metrics is not None:
+                oldest = _age_seconds(compactions[0], config.timezone_name) if compactions else 0.0
+                self.metrics.set_pending(self.label, "compaction", count=len(compactions), oldest_age_seconds=oldest)
+                self.metrics.set_unsupported(
+                    self.label,
+                    None
+                    if unsupported is None
+                    else ("metadata_table" if config.has_metadata_table else "copy_on_write"),
+                )
+                self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=True)
+            self.status.last_poll = time.time()
+            if unsupported is not None:
+                self.status.health = f"unsupported: {unsupported.problem}"
+                return []
+            return compactions
+        except TableServiceError:
+            if self.metrics is not None:
+                self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=False)
+            raise
+
+    def compaction_due(self) -> bool:
+        """Whether a pass would schedule a compaction now (cheap: the timeline, plus a listing only when the
+        policy has a log-bytes trigger)."""
+        s = self.settings
+        table = self._open()
+        if not (s.compaction_schedule and s.compaction_policy.enabled) or table.config.has_metadata_table:
+            return False
+        if not table.config.is_mor:
+            return False
+        return compaction_decision(self._context(table), s.compaction_policy).due
+
+    # --- one pass ----------------------------------------------------------------------------------
+
+    def run_pass(self, *, allow_schedule: bool = True, stop: Callable[[], bool] = lambda: False) -> PassResult:
+        """Execute pending compactions (oldest first), then schedule one when due and execute it."""
+        result = PassResult()
+        pending = self.poll()
+        table = self._open()
+        if table.config.has_metadata_table or not table.config.is_mor:
+            return result
+        ctx = self._context(table)
+        resume_pending_rollbacks(table, lock=ctx.lock_factory())
+        s = self.settings
+        if s.compaction_execute:
+            for instant in pending:
+                if stop():
+                    return result
+                self._execute(ctx, instant.requested_time, result)
+        if s.compaction_schedule and s.compaction_policy.enabled and allow_schedule and not stop():
+            scheduled = schedule_compaction(ctx, s.compaction_policy)
+            if scheduled is not None:
+                result.scheduled.append(scheduled.requested_time)
+                if self.metrics is not None:
+                    self.metrics.action_scheduled(self.label, "compaction")
+                if s.compaction_execute and not stop():
+                    self._execute(ctx, scheduled.requested_time, result)
+        self.poll()
+        return result
+
+    def _execute(self, ctx: TableContext, instant_time: str, result: PassResult) -> None:
+        key = f"{self.settings.uri}#{instant_time}"
+        self.running.add(key, job_tag(ctx.table.name, "compaction", instant_time))
+        self.status.running = f"compaction {instant_time}"
+        try:
+            done = execute_compaction(ctx, instant_time)
+        except TableServiceError as e:
+            result.failed.append((instant_time, e))
+            if self.metrics is not None:
+                self.metrics.action_failed(self.label, "compaction")
+                self.metrics.table_error(self.label, e)
+            log.error("compaction failed: %s", e, extra={"table": self.label, "instant": instant_time})
+            return
+        finally:
+            self.running.remove(key)
+            self.status.running = None
+        result.completed.append(done)
+        if self.metrics is not None:
+            self.metrics.action_completed(self.label, "compaction", duration_seconds=done.seconds)
+            self.metrics.record_io(
+                self.label,
+                "compaction",
+                bytes_read=done.bytes_read,
+                bytes_written=done.bytes_written,
+                records_written=done.records_written,
+                log_files_compacted=done.log_files_compacted,
+            )
