@@ -59,6 +59,7 @@ def tasks_for(table: HudiTable, instant: str, token: str) -> list[CompactionTask
             timeline_start=first.requested_time if first else None,
             write_token=token,
             compression="snappy",
+            size_hint=(s.base_file.size if s.base_file else 0) + s.log_size,
         )
         for s in view.latest_slices()
         if s.log_files
@@ -81,7 +82,7 @@ def spark_run(path: Path, master: str, instant: str) -> tuple[float, int, int]:
     )
     executor.start()
     try:
-        executor.session.range(1).count()  # warm the JVM, outside the measurement
+        executor.warm_up()  # JVM and Python workers started, outside the measurement (the daemon's are warm)
         table = HudiTable.open(Storage(), str(path))
         tasks = tasks_for(table, instant, "0-0-0")
         started = time.perf_counter()

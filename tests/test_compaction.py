@@ -50,7 +50,7 @@ def _compact_and_check(path: str, executor: Any) -> None:
         reader_schema = fastavro.parse_schema(json.loads(REFERENCE_PLAN_SCHEMA.read_text()))
         import io
 
-        records = list(fastavro.reader(io.BytesIO(plan_bytes), reader_schema=reader_schema))
+        records: list[Any] = list(fastavro.reader(io.BytesIO(plan_bytes), reader_schema=reader_schema))
         assert len(records) == 1 and records[0]["operations"]
     result = execute_compaction(ctx, instant.requested_time)
     table = HudiTable.open(Storage(), path)

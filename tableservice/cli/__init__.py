@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tableservice import __version__
-from tableservice.cli import generate_cmd, table_cmd
+from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, table_cmd
 from tableservice.errors import ConfigError, TableServiceError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -19,8 +19,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tableservice {__version__}")
     parser.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
     sub = parser.add_subparsers(dest="command", required=True)
+    daemon_cmd.register(sub)
     table_cmd.register(sub)
     generate_cmd.register(sub)
+    demo_cmd.register(sub)
     return parser
 
 

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,16 +65,32 @@ def _peak_rss_kb() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
-def _run_compaction_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-    """Executor side of a compaction job: one task JSON in, one write stat JSON (and the Python worker's peak
-    resident memory so far, in KiB) out."""
+def _warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+    import tableservice.hudi.compaction  # noqa: F401 - the import is the point
+
+    for batch in batches:
+        yield pa.RecordBatch.from_pydict({"pid": pa.array([os.getpid()] * batch.num_rows, pa.int64())})
+
+
+def _compaction_worker(payload: Sequence[str]) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+    """The function Spark runs over a range of task indexes (the task list travels with the function)."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        return _run_compaction_batches(batches, payload)
+
+    return run
+
+
+def _run_compaction_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
+    """Executor side of a compaction job: task indexes in, one write stat JSON (and the Python worker's peak
+    resident memory so far, in KiB) per task out."""
     token = _task_context_token()
     storages: dict[str, Storage] = {}
     for batch in batches:
         out: list[str] = []
         peaks: list[int] = []
-        for text in batch.column(0).to_pylist():
-            task = CompactionTask.from_json(text)
+        for index in batch.column(0).to_pylist():
+            task = CompactionTask.from_json(payload[index])
             opts = task.extra.get("storage_options", "{}")
             storage = storages.get(opts)
             if storage is None:
@@ -140,6 +156,27 @@ class SparkExecutor:
                 finally:
                     self._session = None
 
+    def warm_up(self) -> None:
+        """Start the Python workers and import the format layer in them, so the first action does not pay it."""
+        slots = self.task_slots() or 1
+        self.session.range(0, slots, 1, slots).mapInArrow(_warm_worker, "pid long").collect()
+
+    def task_slots(self) -> int | None:
+        """How many tasks run at once: N of a local[N] master (the cores for local[*]); None when unknown (a
+        cluster or Spark Connect: then one Spark task per operation)."""
+        master = self.settings.master if not self.settings.remote else None
+        if master is None:
+            return None
+        m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+        if m is None:
+            return None
+        threads = m.group(1)
+        if threads is None:
+            return 1
+        if threads == "*":
+            return os.cpu_count() or 1
+        return max(1, int(threads))
+
     def cancel(self, tag: str) -> None:
         """Interrupt every running job of one action."""
         if self._session is not None:
@@ -167,12 +204,14 @@ class SparkExecutor:
         payload = [
             CompactionTask(**{**t.__dict__, "extra": {**t.extra, "storage_options": opts}}).to_json() for t in tasks
         ]
+        slots = parallelism if parallelism is not None else self.task_slots()
+        partitions = max(1, min(slots if slots is not None else len(payload), len(payload)))
+        payload = balanced(payload, [t.size_hint for t in tasks], partitions)
         spark.addTag(tag)
         try:
-            df = spark.createDataFrame([(p,) for p in payload], "task string")
-            n = parallelism if parallelism is not None else len(payload)
-            df = df.repartition(max(1, min(n, len(payload))))
-            rows = df.mapInArrow(_run_compaction_batches, "stat string, peak_rss_kb long").collect()
+            # Task i is row i of a range: no shuffle, and each Spark task runs its share of the operations.
+            df = spark.range(0, len(payload), 1, partitions)
+            rows = df.mapInArrow(_compaction_worker(payload), "stat string, peak_rss_kb long").collect()
         except Exception as e:
             raise SparkJobError(f"compaction job {description} failed: {_short(e)}") from e
         finally:
@@ -180,6 +219,25 @@ class SparkExecutor:
         stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]
         self.last_peak_rss_kb = max((int(r["peak_rss_kb"]) for r in rows), default=0)
         return stats
+
+
+def balanced(payload: Sequence[str], weights: Sequence[int], partitions: int) -> list[str]:
+    """Order tasks so that Spark's range partitions (contiguous index ranges) get similar total weights: the
+    heaviest tasks first, dealt to the partitions in snake order, each partition taking as many tasks as its
+    index range holds."""
+    n, k = len(payload), partitions
+    if k <= 1 or n <= k:
+        return list(payload)
+    sizes = [((p + 1) * n) // k - (p * n) // k for p in range(k)]
+    bins: list[list[int]] = [[] for _ in range(k)]
+    cycle = [*range(k), *range(k - 1, -1, -1)]
+    turn = 0
+    for i in sorted(range(n), key=lambda i: -weights[i]):
+        while len(bins[cycle[turn % len(cycle)]]) >= sizes[cycle[turn % len(cycle)]]:
+            turn += 1
+        bins[cycle[turn % len(cycle)]].append(i)
+        turn += 1
+    return [payload[i] for b in bins for i in b]
 
 
 def _short(e: BaseException) -> str:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from tableservice.errors import ConflictError, FileMissingError
 from tableservice.hudi.basefile import write_base_file
 from tableservice.hudi.filenames import BaseFileName, parse_base_file_name, parse_log_file_name
 from tableservice.hudi.fsview import BaseFile, FileSlice, LogFile, partition_location
@@ -51,6 +53,8 @@ class CompactionTask:
     timeline_start: str | None
     write_token: str = "0-0-0"
     compression: str = "gzip"
+    size_hint: int = 0  # bytes to read (base + logs), for balancing tasks
+    attempt_id: str = ""  # fencing: the attempt this task belongs to (see `attempt_file`)
     extra: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -106,6 +110,7 @@ def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteSt
     )
     slice_ = _slice_of(task, storage)
     name = task.new_file_name
+    _check_attempt(storage, task)
     create_marker(storage, task.base_path, task.instant_time, task.partition_path, name, MarkerType.CREATE)
     location = join(partition_location(task.base_path, task.partition_path), name)
 
@@ -121,6 +126,11 @@ def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteSt
         compression=task.compression,
         file_name=name,
     )
+    try:
+        _check_attempt(storage, task)
+    except StaleAttemptError:
+        storage.delete(location)
+        raise
     stats = reader.last_stats
     relative = f"{task.partition_path}/{name}" if task.partition_path else name
     return HoodieWriteStat(
@@ -147,6 +157,38 @@ def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteSt
             total_scan_time=0, total_create_time=0, total_upsert_time=int((time.monotonic() - started) * 1000)
         ),
     )
+
+
+class StaleAttemptError(ConflictError):
+    """A task of an attempt that has been rolled back (an orphaned Spark job) must not leave files behind."""
+
+
+def attempt_file(base_path: str, instant_time: str) -> str:
+    """`.hoodie/.temp/<instant>/ATTEMPT`: the id of the attempt allowed to write files for the instant."""
+    return join(base_path, ".hoodie", ".temp", instant_time, "ATTEMPT")
+
+
+def start_attempt(storage: Storage, base_path: str, instant_time: str) -> str:
+    """Record a new attempt; tasks of earlier attempts that still run (orphaned jobs after a crash of the driver
+    on a cluster or Spark Connect) delete what they write once they see it."""
+    attempt = uuid.uuid4().hex
+    storage.write_bytes(attempt_file(base_path, instant_time), attempt.encode())
+    return attempt
+
+
+def _check_attempt(storage: Storage, task: CompactionTask) -> None:
+    if not task.attempt_id:
+        return
+    try:
+        current = storage.read_bytes(attempt_file(task.base_path, task.instant_time)).decode()
+    except FileMissingError:
+        current = ""
+    if current != task.attempt_id:
+        raise StaleAttemptError(
+            f"attempt {task.attempt_id} of compaction {task.instant_time} was superseded "
+            f"(current: {current or 'none'})",
+            table=task.table_name,
+        )
 
 
 def _as_batches(tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:

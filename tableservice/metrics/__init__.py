@@ -342,3 +342,8 @@ class Metrics:
         else:
             body = encoder(self._registry)
         return body, content_type
+
+
+def new_metrics(*, process_metrics: bool = True) -> Metrics:
+    """A Metrics on a fresh registry of its own (callers above this layer never touch prometheus_client)."""
+    return Metrics(CollectorRegistry(), process_metrics=process_metrics)

@@ -12,12 +12,14 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from tableservice.errors import ConflictError, InvalidPlanError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
-from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata
+from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata, start_attempt
+from tableservice.hudi.filenames import parse_base_file_name
+from tableservice.hudi.fsview import partition_location
 from tableservice.hudi.instant import Action, Instant, State
 from tableservice.hudi.models import HoodieWriteStat, encode_commit_metadata, encode_compaction_plan
 from tableservice.hudi.rollback import rollback
@@ -165,17 +167,27 @@ def _tasks(
             completed_instants=completed,
             timeline_start=first.requested_time if first else None,
             compression=ctx.compression,
+            size_hint=int((op.operation.metrics or {}).get("TOTAL_IO_READ_MB", 0) * 1024 * 1024),
         )
         for op in ops
     ]
 
 
-def _reconcile_markers(ctx: TableContext, instant: Instant, stats: list[HoodieWriteStat]) -> int:
-    """Delete files an attempt created that the commit will not name (failed or speculative task attempts)."""
+def _reconcile(ctx: TableContext, instant: Instant, stats: list[HoodieWriteStat], partitions: set[str]) -> int:
+    """Delete files named with the instant that the commit will not name: files of failed or speculative task
+    attempts (from the markers), and files an orphaned job of an earlier attempt left (from a listing of the plan's
+    partitions: base files carry the instant in their name)."""
     table = ctx.table
+    t = instant.requested_time
     keep = {s.path for s in stats if s.path}
     removed = 0
-    for partition, name, _ in list_marked_files(table.storage, table.base_path, instant.requested_time):
+    candidates = {(p, name) for p, name, _ in list_marked_files(table.storage, table.base_path, t)}
+    for partition in partitions:
+        for fi in table.storage.list(partition_location(table.base_path, partition)):
+            parsed = parse_base_file_name(fi.name)
+            if parsed is not None and parsed.instant_time == t:
+                candidates.add((partition, fi.name))
+    for partition, name in sorted(candidates):
         rel = f"{partition}/{name}" if partition else name
         if rel not in keep and table.storage.delete(join(table.base_path, rel)):
             removed += 1
@@ -218,6 +230,8 @@ def execute_compaction(ctx: TableContext, instant_time: str, *, parallelism: int
     ops = validate_compaction_plan(table, instant, plan, plan_file=plan_file)
     tasks = _tasks(ctx, instant, ops, timeline)
     instant = table.active.transition_to_inflight(instant)
+    attempt = start_attempt(table.storage, table.base_path, instant_time)
+    tasks = [replace(t, attempt_id=attempt) for t in tasks]
     heartbeat = Heartbeat(table.storage, table.base_path, instant_time, ctx.heartbeat_interval_ms).start()
     try:
         tag = job_tag(table.name, "compaction", instant_time)
@@ -228,7 +242,7 @@ def execute_compaction(ctx: TableContext, instant_time: str, *, parallelism: int
             storage_options=ctx.storage_options,
             parallelism=parallelism,
         )
-        removed = _reconcile_markers(ctx, instant, stats)
+        removed = _reconcile(ctx, instant, stats, {op.partition for op in ops})
         if removed:
             log.info(
                 "removed %d files of failed task attempts",

@@ -58,6 +58,8 @@ def list_marked_files(storage: Storage, base_path: str, instant_time: str) -> li
     out: set[tuple[str, str, MarkerType]] = set()
     for fi in storage.walk_files(folder):
         rel = fi.location[len(folder.rstrip("/")) + 1 :]
+        if "/" not in rel and rel == "ATTEMPT":
+            continue
         if "/" not in rel and rel.startswith("MARKERS") and rel != "MARKERS.type":
             for line in storage.read_bytes(fi.location).decode("utf-8", "replace").splitlines():
                 parsed = _parse_marker(line)

@@ -1,0 +1,168 @@
+"""`tableservice run|once|status` and `tableservice compact schedule|run`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import anyio
+
+from tableservice.config import load_config
+from tableservice.errors import TableServiceError
+from tableservice.executors.spark import SparkExecutor, SparkSettings
+from tableservice.hudi.table import HudiTable
+from tableservice.locks import InProcessLockProvider
+from tableservice.logsetup import configure_logging
+from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.compaction import TableContext, execute_compaction, schedule_compaction
+from tableservice.service.daemon import (
+    Daemon,
+    executor_settings,
+    lock_provider,
+    storage_options,
+    table_settings,
+)
+from tableservice.service.table_worker import TableWorker
+from tableservice.storage import Storage
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser("run", help="run the daemon")
+    run.add_argument("--config", required=True, help="YAML configuration file")
+    run.set_defaults(handler=cmd_run)
+    once = sub.add_parser("once", help="one pass over every table: execute what is pending, schedule what is due")
+    once.add_argument("--config", required=True)
+    once.set_defaults(handler=cmd_once)
+    status = sub.add_parser("status", help="per table: type, version, pending actions, last compaction, health")
+    status.add_argument("--config", required=True)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=cmd_status)
+    compact = sub.add_parser("compact", help="operator commands for compaction")
+    csub = compact.add_subparsers(dest="compact_command", required=True)
+    sched = csub.add_parser("schedule", help="write a compaction plan now (if any slice has log files)")
+    sched.add_argument("uri")
+    sched.add_argument("--instant", help="instant time to use (must be above every instant on the timeline)")
+    sched.set_defaults(handler=cmd_compact_schedule)
+    crun = csub.add_parser("run", help="execute pending compactions (all, or one instant)")
+    crun.add_argument("uri")
+    crun.add_argument("--instant")
+    crun.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    crun.add_argument("--remote", help="Spark Connect URL (sc://host:port) instead of a master")
+    crun.set_defaults(handler=cmd_compact_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    configure_logging(config.service.log.level, config.service.log.format)
+    daemon = Daemon(args.config, config)
+    return anyio.run(daemon.run)
+
+
+def _workers(config_path: str, executor: SparkExecutor) -> list[TableWorker]:
+    config = load_config(config_path)
+    storage = Storage(storage_options(config))
+    locks = lock_provider(config)
+    return [
+        TableWorker(table_settings(config, e), storage, locks, executor, storage_options=storage_options(config))
+        for e in config.resolve_tables(storage)
+    ]
+
+
+def cmd_once(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    configure_logging(config.service.log.level, config.service.log.format)
+    executor = SparkExecutor(executor_settings(config))
+    failures = 0
+    try:
+        for worker in _workers(args.config, executor):
+            try:
+                result = worker.run_pass()
+            except TableServiceError as e:
+                print(f"{worker.label}: error: {e}", file=sys.stderr)
+                failures += 1
+                continue
+            for instant in result.scheduled:
+                print(f"{worker.label}: scheduled compaction {instant}")
+            for done in result.completed:
+                print(
+                    f"{worker.label}: completed compaction {done.instant.requested_time} "
+                    f"({len(done.stats)} file groups, {done.seconds:.1f}s)"
+                )
+            for instant, error in result.failed:
+                print(f"{worker.label}: compaction {instant} failed: {error}", file=sys.stderr)
+                failures += 1
+            if worker.status.health.startswith("unsupported"):
+                print(f"{worker.label}: {worker.status.health}")
+    finally:
+        executor.stop()
+    return 1 if failures else 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    rows = []
+    for worker in _workers(args.config, SparkExecutor(executor_settings(config))):
+        try:
+            worker.poll()
+            if worker.status.health == "unknown":
+                worker.status.health = "ok"
+        except TableServiceError as e:
+            worker.status.health = f"error: {e}"
+        rows.append(worker.status.to_json())
+    if args.json:
+        json.dump({"tables": rows}, sys.stdout, indent=2, default=str)
+        print()
+        return 0
+    for r in rows:
+        print(
+            f"{r['name']} ({r['uri']}): {r['table_type'] or '?'} v{r['table_version']}, health {r['health']}, "
+            f"last compaction {r['last_compaction'] or '-'}"
+        )
+        pending = r["pending"]
+        assert isinstance(pending, list)
+        for p in pending:
+            print(f"  pending {p['action']} {p['instant']} ({p['state']}, {p['age_seconds']:.0f}s old)")
+    return 0
+
+
+def _ctx(uri: str, executor: SparkExecutor) -> TableContext:
+    storage = Storage()
+    table = HudiTable.open(storage, uri)
+    return TableContext(
+        table=table, lock=InProcessLockProvider().table_lock(table.name, table.base_path), executor=executor
+    )
+
+
+def cmd_compact_schedule(args: argparse.Namespace) -> int:
+    ctx = _ctx(args.uri, SparkExecutor(SparkSettings()))
+    instant = schedule_compaction(ctx, CompactionPolicy(), force=True, instant_time=args.instant)
+    if instant is None:
+        print("nothing to compact: no file slice has log files")
+        return 0
+    plan = ctx.table.compaction_plan(instant)
+    print(f"scheduled compaction {instant.requested_time} with {len(plan.operations or ())} operations")
+    return 0
+
+
+def cmd_compact_run(args: argparse.Namespace) -> int:
+    executor = SparkExecutor(SparkSettings(master=None if args.remote else args.master, remote=args.remote))
+    try:
+        ctx = _ctx(args.uri, executor)
+        pending = [i.requested_time for i in ctx.table.timeline().pending_compactions()]
+        targets = [args.instant] if args.instant else pending
+        if not targets:
+            print("no pending compaction")
+            return 0
+        for t in targets:
+            started = time.monotonic()
+            result = execute_compaction(ctx, t)
+            print(
+                f"completed compaction {t}: {len(result.stats)} file groups, {result.records_written} records, "
+                f"{time.monotonic() - started:.1f}s"
+            )
+    finally:
+        executor.stop()
+    return 0

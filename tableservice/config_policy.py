@@ -1,0 +1,245 @@
+"""Per-service policy sections of the configuration (`defaults.<service>` and `tables[i].policy.<service>`).
+
+A section holds the daemon's own switches for one table service (`enabled`, and for compaction `schedule` and
+`execute`) next to Hudi's keys for that service, spelled as Hudi spells them
+(`hoodie.compact.inline.max.delta.commits`), plus the project's own `tableservice.<service>.*` keys.
+Compaction's keys are those of planning's `CompactionPolicy`, which checks them; services still to come plug
+their validator in with `set_policy_validator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tableservice.config_schema import ConfigIssue, ConfigIssues, issue, placement_hint, suggest
+from tableservice.planning.policy import CompactionPolicy
+
+HudiValue = str | int | float | bool
+"""A value of a Hudi key as YAML gives it (Hudi's own properties files hold the same values as strings)."""
+
+PolicyValidator = Callable[[Mapping[str, HudiValue]], Mapping[str, HudiValue] | None]
+"""Checks one service's keys; returns them normalised (or None to keep them as given); raises ValueError or a
+pydantic ValidationError (whose locations are keys of the mapping) when a value is wrong."""
+
+_HUDI_PREFIXES = ("hoodie.", "tableservice.")
+
+
+# --- compaction: planning's CompactionPolicy ---------------------------------------------------------------------
+
+# The section's `enabled`/`schedule` switches stand for CompactionPolicy's own enabled key.
+_COMPACTION_SWITCH = "tableservice.compaction.enabled"
+
+
+def _compaction_keys() -> frozenset[str]:
+    return frozenset(CompactionPolicy.keys()) - {_COMPACTION_SWITCH}
+
+
+def _validate_compaction(values: Mapping[str, HudiValue]) -> Mapping[str, HudiValue]:
+    """Check the keys with CompactionPolicy; returns the values as it reads them (full class names, upper-case
+    trigger names, numbers as numbers)."""
+    policy = CompactionPolicy.model_validate(dict(values))
+    dumped: dict[str, HudiValue] = policy.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return dumped
+
+
+_BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
+    "compaction": (_validate_compaction, _compaction_keys),
+}
+_RENAMED: dict[str, str] = {_COMPACTION_SWITCH: "set `schedule` (or `enabled`) in this section instead"}
+
+_validators: dict[str, PolicyValidator] = {}
+_known_keys: dict[str, frozenset[str]] = {}
+
+
+def set_policy_validator(
+    service: str, validator: PolicyValidator | None, *, known_keys: Iterable[str] | None = None
+) -> None:
+    """Install the validator of one service's keys; None restores the built-in one (compaction) or none.
+
+    `known_keys` lists the keys the validator understands: they drive "did you mean" suggestions and the
+    resolution of environment overrides; without it every `hoodie.*` / `tableservice.*` key goes to the
+    validator unchecked. Call this before `load_config`; configurations loaded earlier keep their checks.
+    """
+    if validator is None:
+        _validators.pop(service, None)
+        _known_keys.pop(service, None)
+        return
+    _validators[service] = validator
+    if known_keys is None:
+        _known_keys.pop(service, None)
+    else:
+        _known_keys[service] = frozenset(known_keys)
+
+
+def _validator_for(service: str) -> tuple[PolicyValidator | None, frozenset[str] | None]:
+    if service in _validators:
+        return _validators[service], _known_keys.get(service)
+    if service in _BUILTIN:
+        validator, keys = _BUILTIN[service]
+        return validator, keys()
+    return None, frozenset()
+
+
+def known_hudi_keys(service: str) -> frozenset[str] | None:
+    """The Hudi keys accepted for `service`, or None when an installed validator decides alone."""
+    return _validator_for(service)[1]
+
+
+def _check_hudi_keys(service: str, values: dict[str, HudiValue]) -> dict[str, HudiValue]:
+    validator, _ = _validator_for(service)
+    if validator is None:
+        return values
+    try:
+        result = validator(dict(values))
+    except ValidationError as e:
+        raise ConfigIssues(
+            [
+                ConfigIssue(tuple(err["loc"][:1]) if err["loc"] else (), _message(err), err.get("input"))
+                for err in e.errors()
+            ]
+        ) from None
+    except (ValueError, TypeError) as e:
+        raise issue((), str(e)) from None
+    return dict(result) if result is not None else values
+
+
+def _message(err: Any) -> str:
+    exc = (err.get("ctx") or {}).get("error")
+    return str(exc) if isinstance(exc, ValueError) else str(err["msg"])
+
+
+# --- sections ----------------------------------------------------------------------------------------------------
+
+
+class ServicePolicy(BaseModel):
+    """Base of every per-service section: `enabled` plus the service's Hudi keys, kept as extra fields."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
+    __pydantic_extra__: dict[str, Any] = Field(init=False)
+    service: ClassVar[str]
+
+    enabled: bool = True
+    """False switches the service off entirely."""
+
+    @classmethod
+    def config_extra_keys(cls) -> Collection[str]:
+        return sorted(known_hudi_keys(cls.service) or ())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_hudi_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        fields = {info.alias or name for name, info in cls.model_fields.items()}
+        known = known_hudi_keys(cls.service)
+        problems: list[ConfigIssue] = []
+        own: dict[str, Any] = {}
+        hudi: dict[str, HudiValue] = {}
+        for key, value in data.items():
+            if key in fields:
+                own[key] = value
+            elif key in _RENAMED:
+                problems.append(ConfigIssue((key,), _RENAMED[key], value))
+            elif not isinstance(key, str) or not key.startswith(_HUDI_PREFIXES):
+                hint = suggest(str(key), [*fields, *(known or ())])
+                more = f"; did you mean {hint!r}?" if hint else f"; expected {', '.join(sorted(fields))} or Hudi keys"
+                problems.append(ConfigIssue((key,), "unknown key" + more, value))
+            elif known is not None and key not in known:
+                hint = suggest(key, known)
+                more = f"; did you mean {hint!r}?" if hint else (placement_hint(key) or f" for {cls.service}")
+                problems.append(ConfigIssue((key,), "unknown Hudi key" + more, value))
+            elif value is None:
+                continue
+            elif not isinstance(value, str | int | float | bool):
+                problems.append(ConfigIssue((key,), "expected a string, number or boolean", value))
+            else:
+                hudi[key] = value
+        try:
+            checked = _check_hudi_keys(cls.service, hudi)
+        except ConfigIssues as e:
+            problems.extend(e.issues)
+        if problems:
+            raise ConfigIssues(problems)
+        return {**own, **checked}
+
+    def hudi_options(self) -> dict[str, HudiValue]:
+        """The service's Hudi keys set in the configuration (Hudi's defaults apply to the others)."""
+        return dict(self.__pydantic_extra__ or {})
+
+    def hudi_properties(self) -> dict[str, str]:
+        """The same as Hudi properties (strings; booleans lower-case)."""
+        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.hudi_options().items()}
+
+
+class CompactionPolicySettings(ServicePolicy):
+    """`compaction`: schedule compaction plans when Hudi's trigger keys say so, and execute pending plans."""
+
+    service: ClassVar[str] = "compaction"
+
+    schedule: bool = True
+    """Schedule new compaction plans when the trigger strategy says so."""
+    execute: bool = True
+    """Execute pending compaction plans (the daemon's and those scheduled by writers)."""
+
+    def policy(self) -> CompactionPolicy:
+        """Planning's policy for these settings; it schedules only when `enabled` and `schedule` are both true."""
+        return CompactionPolicy.model_validate(
+            {**self.hudi_options(), _COMPACTION_SWITCH: self.enabled and self.schedule}
+        )
+
+    @property
+    def executes(self) -> bool:
+        """Pending compaction plans are executed: `enabled` and `execute` are both true."""
+        return self.enabled and self.execute
+
+
+_PLANNED_SERVICES = ("clean", "clustering", "archival")
+
+
+class PolicySet(BaseModel):
+    """`defaults` (and the shape of `tables[i].policy`): one section per table service.
+
+    A new service adds one field here (e.g. `clean: CleanPolicySettings = CleanPolicySettings()`).
+    """
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    compaction: CompactionPolicySettings = CompactionPolicySettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _planned(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            problems = [
+                ConfigIssue((key,), f"the {key} service is not configurable yet; remove this section", data[key])
+                for key in _PLANNED_SERVICES
+                if key in data and key not in cls.model_fields
+            ]
+            if problems:
+                raise ConfigIssues(problems)
+        return data
+
+    def service_names(self) -> list[str]:
+        return list(type(self).model_fields)
+
+    def section(self, service: str) -> ServicePolicy:
+        value = getattr(self, service, None)
+        if not isinstance(value, ServicePolicy):
+            raise KeyError(service)
+        return value
+
+
+def merge_policy(defaults: PolicySet, overrides: Mapping[str, Any]) -> PolicySet:
+    """`defaults` with per-table `overrides` laid over key by key (None values inherit), validated again."""
+    raw: dict[str, Any] = defaults.model_dump(by_alias=True)
+    for service, section in overrides.items():
+        if not isinstance(section, Mapping):
+            raw[service] = section
+            continue
+        merged = dict(raw.get(service) or {})
+        merged.update({k: v for k, v in section.items() if v is not None})
+        raw[service] = merged
+    return PolicySet.model_validate(raw)

@@ -1,0 +1,322 @@
+"""The daemon: one anyio task per table in a task group, a global cap on concurrent actions, retries with
+back-off, quarantine, configuration reload without restart, and graceful shutdown.
+
+Shutdown (SIGTERM/SIGINT): no new action starts; running actions get `shutdown_grace_seconds` to finish; then
+their Spark jobs are interrupted by tag. An interrupted compaction stays inflight and the next start rolls it
+back and runs it again under the same instant.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from tableservice import __version__
+from tableservice.config import DaemonConfig, TableEntry, load_config
+from tableservice.errors import ConfigError, PermanentError, TableServiceError
+from tableservice.executors.spark import SparkExecutor
+from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
+from tableservice.locks import InProcessLockProvider, LockProvider
+from tableservice.metrics import Metrics, new_metrics
+from tableservice.service.http import HealthState, serve_http, service_routes
+from tableservice.service.table_worker import RunningActions, TableSettings, TableWorker
+from tableservice.storage import Storage, StorageOptions
+
+log = logging.getLogger(__name__)
+CONFIG_WATCH_SECONDS = 2.0
+
+
+def storage_options(config: DaemonConfig) -> StorageOptions:
+    return config.storage.options()
+
+
+def lock_provider(config: DaemonConfig) -> LockProvider:
+    if config.locks.kind == "in-process":
+        return InProcessLockProvider()
+    raise ConfigError(
+        f"locks.hoodie.write.lock.provider={config.locks.provider!r}: this build serves the in-process lock only"
+    )
+
+
+def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
+    s = config.spark
+    return ExecutorSparkSettings(
+        master=None if s.remote else (s.master or "local[*]"), remote=s.remote, app_name=s.app_name, conf=dict(s.conf)
+    )
+
+
+def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
+    section = config.effective_policy(entry).compaction
+    return TableSettings(
+        uri=entry.uri,
+        name=entry.name,
+        compaction_schedule=section.enabled and section.schedule,
+        compaction_execute=section.executes,
+        compaction_policy=section.policy(),
+        lock_timeout_s=config.effective_locks(entry).wait_time_ms / 1000,
+    )
+
+
+@dataclass
+class _TableTask:
+    worker: TableWorker
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+class Daemon:
+    def __init__(
+        self,
+        config_path: str,
+        config: DaemonConfig,
+        *,
+        metrics: Metrics | None = None,
+        executor: SparkExecutor | None = None,
+    ) -> None:
+        self.config_path = config_path
+        self.config = config
+        self.storage = Storage(storage_options(config))
+        self.metrics = metrics if metrics is not None else new_metrics()
+        self.health = HealthState(stale_after_seconds=max(60.0, 3 * config.service.poll_interval_seconds))
+        self.executor = executor if executor is not None else SparkExecutor(executor_settings(config))
+        self._owns_executor = executor is None
+        self.locks = lock_provider(config)
+        self.running = RunningActions()
+        self.limiter = anyio.CapacityLimiter(config.service.max_concurrent_actions)
+        self.tables: dict[str, _TableTask] = {}
+        self.stopping = False
+        self._stop_event = anyio.Event()
+        self._reload_requested = False
+        self._spark_up = False
+        self._config_mtime = _mtime(config_path)
+        self.http_port: int | None = None
+
+    # --- status ------------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "version": __version__,
+            "stopping": self.stopping,
+            "spark_up": self._spark_up,
+            "running_actions": len(self.running),
+            "tables": [t.worker.status.to_json() for t in self.tables.values()],
+        }
+
+    # --- main loop ---------------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        self.metrics.set_up(True)
+        self.health.add_readiness_check("spark", lambda: self._spark_up)
+        async with anyio.create_task_group() as tg:
+            http = self.config.service.http
+            routes = service_routes(metrics=self.metrics, health=self.health, status=self.status)
+            self.http_port = await tg.start(serve_http, http.host, http.port, routes)
+            log.info("serving /metrics, /healthz, /readyz and /status on %s:%s", http.host, self.http_port)
+            tg.start_soon(self._signals, tg)
+            tg.start_soon(self._heartbeat)
+            await self._start_spark()
+            self.health.set_ready(True)
+            tg.start_soon(self._watch_config, tg)
+            await self._sync_tables(tg)
+            await self._stop_event.wait()
+            await self._drain()
+            tg.cancel_scope.cancel()
+        self.metrics.set_up(False)
+        if self._owns_executor:
+            await anyio.to_thread.run_sync(self.executor.stop)
+        log.info("stopped")
+        return 0
+
+    def request_stop(self) -> None:
+        if not self.stopping:
+            log.info("stopping: no new actions; running ones get %.0fs", self.config.service.shutdown_grace_seconds)
+        self.stopping = True
+        self.health.set_ready(False, "shutting down")
+        self._stop_event.set()
+
+    async def _start_spark(self) -> None:
+        try:
+            await anyio.to_thread.run_sync(self.executor.start)
+            await anyio.to_thread.run_sync(self.executor.warm_up)
+            self._spark_up = True
+        except Exception as e:  # Spark failing to start keeps the daemon unready, not dead
+            log.error("spark did not start: %s", e)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            self.health.beat()
+            await anyio.sleep(1.0)
+
+    async def _signals(self, tg: TaskGroup) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    log.info("SIGHUP: reloading the configuration")
+                    await self._reload(tg)
+                else:
+                    self.request_stop()
+
+    async def _drain(self) -> None:
+        grace = self.config.service.shutdown_grace_seconds
+        deadline = time.monotonic() + grace
+        while len(self.running) and time.monotonic() < deadline:
+            await anyio.sleep(0.2)
+        tags = self.running.tags()
+        if tags:
+            log.warning("grace period over: interrupting %d running actions", len(tags))
+            for tag in tags:
+                await anyio.to_thread.run_sync(self.executor.cancel, tag)
+            with anyio.move_on_after(60):
+                while len(self.running):
+                    await anyio.sleep(0.2)
+
+    # --- tables ------------------------------------------------------------------------------------
+
+    async def _sync_tables(self, tg: TaskGroup) -> None:
+        entries = await anyio.to_thread.run_sync(self.config.resolve_tables, self.storage)
+        wanted = {e.uri: e for e in entries}
+        for uri in list(self.tables):
+            if uri not in wanted:
+                task = self.tables.pop(uri)
+                task.scope.cancel()
+                self.metrics.forget_table(task.worker.label)
+                log.info("no longer serving %s", uri)
+        for uri, entry in wanted.items():
+            settings = table_settings(self.config, entry)
+            if uri in self.tables:
+                self.tables[uri].worker.settings = settings
+                continue
+            worker = TableWorker(
+                settings,
+                self.storage,
+                self.locks,
+                self.executor,
+                self.metrics,
+                storage_options(self.config),
+                self.running,
+            )
+            task = _TableTask(worker)
+            self.tables[uri] = task
+            tg.start_soon(self._serve_table, task)
+            log.info("serving %s", uri)
+
+    async def _reload(self, tg: TaskGroup) -> None:
+        try:
+            new = await anyio.to_thread.run_sync(load_config, self.config_path)
+        except ConfigError as e:
+            log.error("configuration reload failed, keeping the running configuration: %s", e)
+            return
+        old_service = self.config.service
+        self.config = new
+        if new.service.max_concurrent_actions != old_service.max_concurrent_actions:
+            self.limiter.total_tokens = new.service.max_concurrent_actions
+        await self._sync_tables(tg)
+        log.info("configuration reloaded: %d tables", len(self.tables))
+
+    async def _watch_config(self, tg: TaskGroup) -> None:
+        rescan_every = max(1, int(10 * self.config.service.poll_interval_seconds / CONFIG_WATCH_SECONDS))
+        ticks = 0
+        while not self.stopping:
+            await anyio.sleep(CONFIG_WATCH_SECONDS)
+            ticks += 1
+            mtime = _mtime(self.config_path)
+            if mtime is not None and mtime != self._config_mtime:
+                self._config_mtime = mtime
+                log.info("configuration file changed: reloading")
+                await self._reload(tg)
+            elif self.config.discovery and ticks % rescan_every == 0:
+                await self._sync_tables(tg)
+
+    def _next_delay(self, worker: TableWorker) -> float:
+        service = self.config.service
+        failures = worker.status.consecutive_failures
+        if failures:
+            retry = service.retry
+            return float(min(retry.max_backoff_seconds, retry.initial_backoff_seconds * 2 ** (failures - 1)))
+        jitter = service.poll_jitter
+        return service.poll_interval_seconds * (1 + random.uniform(-jitter, jitter))
+
+    async def _serve_table(self, task: _TableTask) -> None:
+        worker = task.worker
+        with task.scope:
+            delay = 0.0
+            while not self.stopping:
+                with anyio.move_on_after(delay):
+                    await self._stop_event.wait()
+                if self.stopping:
+                    return
+                status = worker.status
+                now = time.time()
+                if status.quarantined_until is not None and now < status.quarantined_until:
+                    delay = status.quarantined_until - now
+                    continue
+                if status.quarantined_until is not None:
+                    status.quarantined_until = None
+                    self.metrics.set_quarantined(worker.label, False)
+                await self._one_pass(worker)
+                delay = self._next_delay(worker)
+
+    async def _one_pass(self, worker: TableWorker) -> None:
+        status = worker.status
+        try:
+            pending = await anyio.to_thread.run_sync(worker.poll)
+            due = bool(pending) or await anyio.to_thread.run_sync(worker.compaction_due)
+            failed: list[tuple[str, TableServiceError]] = []
+            if due and not self.stopping:
+                async with self.limiter:
+                    if self.stopping:
+                        return
+                    result = await anyio.to_thread.run_sync(self._pass_in_thread, worker)
+                failed = result.failed
+        except TableServiceError as e:
+            failed = [("", e)]
+            self.metrics.table_error(worker.label, e)
+            log.error("table error: %s", e, extra={"table": worker.label})
+        except Exception as e:  # a bug must not stop the other tables
+            failed = [("", PermanentError(f"unexpected {type(e).__name__}: {e}", table=worker.label))]
+            self.metrics.table_error(worker.label, e)
+            log.exception("unexpected error", extra={"table": worker.label})
+        if not failed:
+            status.consecutive_failures = 0
+            if not status.health.startswith("unsupported"):
+                status.health = "ok"
+            status.last_error = None
+            return
+        status.consecutive_failures += 1
+        status.last_error = str(failed[0][1])
+        status.health = "failing"
+        retry = self.config.service.retry
+        if status.consecutive_failures >= retry.quarantine_after_failures:
+            status.quarantined_until = time.time() + retry.quarantine_seconds
+            status.health = "quarantined"
+            self.metrics.set_quarantined(worker.label, True)
+            log.error(
+                "quarantined for %.0fs after %d failures",
+                retry.quarantine_seconds,
+                status.consecutive_failures,
+                extra={"table": worker.label},
+            )
+
+    def _pass_in_thread(self, worker: TableWorker) -> Any:
+        stopping: Callable[[], bool] = lambda: self.stopping  # noqa: E731
+        return worker.run_pass(stop=stopping)
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+async def run_daemon(config_path: str) -> int:
+    config = load_config(config_path)
+    return await Daemon(config_path, config).run()

@@ -1,0 +1,69 @@
+"""Building tables and configuration files for daemon tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tableservice.hudi.schema import avro_schema_from_arrow
+from tableservice.hudi.table_config import TableType
+from tableservice.hudi.write.client import WriteClient, WriteOptions
+from tableservice.hudi.write.create import TableSpec, create_table
+from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.storage import Storage
+
+
+def mor_table(
+    path: Path,
+    *,
+    version: int = 9,
+    records: int = 300,
+    commits: int = 4,
+    seed: int = 7,
+    max_file_records: int = 60,
+    name: str = "t",
+) -> str:
+    storage = Storage()
+    create_table(
+        storage,
+        str(path),
+        TableSpec(
+            name=name,
+            table_type=TableType.MERGE_ON_READ,
+            version=version,
+            schema=avro_schema_from_arrow(TRIP_SCHEMA, f"{name}_record", f"hoodie.{name}"),
+            record_key_fields=("uuid",),
+            partition_fields=("city",),
+            ordering_fields=("ts",),
+        ),
+    )
+    client = WriteClient(storage, str(path), options=WriteOptions(max_file_records=max_file_records))
+    for step in Workload(records, commits, 0.3, 0.03, partitions=2, seed=seed).steps():
+        client.apply(step)
+    return str(path)
+
+
+def config_text(
+    tables: list[str],
+    *,
+    max_delta_commits: int = 2,
+    poll: float = 0.5,
+    grace: float = 60,
+    spark: str = 'master: "local[2]"',
+    extra: str = "",
+) -> str:
+    entries = "\n".join(f"  - uri: {t}\n    name: table{i}" for i, t in enumerate(tables))
+    return f"""\
+service:
+  poll_interval_seconds: {poll}
+  shutdown_grace_seconds: {grace}
+  retry: {{initial_backoff_seconds: 1, max_backoff_seconds: 5, quarantine_after_failures: 3, quarantine_seconds: 60}}
+  http: {{host: 127.0.0.1, port: 0}}
+  log: {{level: INFO}}
+spark:
+  {spark}
+defaults:
+  compaction:
+    hoodie.compact.inline.max.delta.commits: {max_delta_commits}
+tables:
+{entries}
+{extra}"""
