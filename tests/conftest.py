@@ -11,7 +11,7 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from servers import MotoServer, moto_server
+from servers import MotoServer, moto_server, spark_connect_server
 
 from tableservice.storage import Storage, StorageOptions
 
@@ -58,3 +58,10 @@ def spark_executor() -> Iterator[object]:
     executor.start()
     yield executor
     executor.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect_url() -> Iterator[str]:
+    """A local Spark Connect server for the run (started on first use)."""
+    with spark_connect_server() as url:
+        yield url

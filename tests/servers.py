@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -57,3 +58,51 @@ def moto_server() -> Iterator[MotoServer]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@contextmanager
+def spark_connect_server(python: str | None = None) -> Iterator[str]:
+    """A local Spark Connect server (local[2]) on 127.0.0.1; yields its sc:// URL."""
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).resolve().parent
+    port = free_port()
+    env = dict(
+        os.environ, SPARK_HOME=str(spark_home), PYSPARK_PYTHON=python or sys.executable, SPARK_LOCAL_IP="127.0.0.1"
+    )
+    log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"spark-connect-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [
+                str(spark_home / "bin" / "spark-submit"),
+                "--class",
+                "org.apache.spark.sql.connect.service.SparkConnectServer",
+                "--master",
+                "local[2]",
+                "--conf",
+                f"spark.connect.grpc.binding.port={port}",
+                "--conf",
+                "spark.connect.grpc.binding.address=127.0.0.1",
+                "--conf",
+                "spark.ui.enabled=false",
+                "--conf",
+                "spark.sql.shuffle.partitions=2",
+                "spark-internal",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        wait_for_port(port, timeout=180)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        import signal
+
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
