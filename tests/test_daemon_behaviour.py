@@ -1,0 +1,143 @@
+"""Daemon behaviour without heavy Spark work: idle tables cost one listing per poll, a failing table is retried
+and quarantined while the others are served, and configuration changes are picked up without a restart."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from daemon_helpers import config_text, mor_table
+
+from tableservice.config import load_config
+from tableservice.hudi.instant import Action
+from tableservice.hudi.models import (
+    HoodieCompactionOperation,
+    HoodieCompactionPlan,
+    encode_compaction_plan,
+)
+from tableservice.hudi.table import HudiTable
+from tableservice.service.daemon import Daemon
+from tableservice.storage import Storage
+
+
+class _CountingStorage(Storage):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lists: list[str] = []
+
+    def list(self, location: str, *, recursive: bool = False) -> list[Any]:
+        self.lists.append(location)
+        return super().list(location, recursive=recursive)
+
+
+def _run_until(daemon: Daemon, done: Any, timeout: float = 120) -> None:
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and not done():
+                await anyio.sleep(0.2)
+            daemon.request_stop()
+
+    anyio.run(scenario)
+
+
+@pytest.mark.spark
+def test_idle_table_costs_one_listing_per_poll(tmp_path: Path, spark_executor: Any) -> None:
+    path = mor_table(tmp_path / "t", records=100, commits=2)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([path], max_delta_commits=50, poll=0.2))
+    daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    counting = _CountingStorage()
+    daemon.storage = counting
+    polls: list[float] = []
+
+    def enough() -> bool:
+        task = next(iter(daemon.tables.values()), None)
+        if task is None or task.worker.status.last_poll is None:
+            return False
+        if not polls or polls[-1] != task.worker.status.last_poll:
+            polls.append(task.worker.status.last_poll)
+        return len(polls) >= 6
+
+    _run_until(daemon, enough)
+    timeline_folder = str(Path(path) / ".hoodie" / "timeline")
+    per_poll = [loc for loc in counting.lists if loc != timeline_folder]
+    assert not per_poll, f"listings other than the timeline folder: {per_poll[:5]}"
+    assert len(polls) <= counting.lists.count(timeline_folder) <= len(polls) + 2
+
+
+@pytest.mark.spark
+def test_failing_table_is_quarantined_while_others_are_served(tmp_path: Path, spark_executor: Any) -> None:
+    good = mor_table(tmp_path / "good", records=200, commits=3, name="good")
+    bad = mor_table(tmp_path / "bad", records=200, commits=3, name="bad")
+    # A plan naming a file group that does not exist: every attempt fails with InvalidPlanError.
+    table = HudiTable.open(Storage(), bad)
+    t = table.active.new_instant_time(table.timeline())
+    plan = HoodieCompactionPlan(
+        operations=(
+            HoodieCompactionOperation(
+                base_instant_time=t,
+                delta_file_paths=(".nope-0_1.log.1_0-0-0",),
+                data_file_path=None,
+                file_id="nope-0",
+                partition_path="city=nowhere",
+                metrics={},
+                bootstrap_file_path="",
+            ),
+        ),
+        extra_metadata={},
+        version=2,
+    )
+    table.active.create_requested(t, Action.COMPACTION, encode_compaction_plan(plan, table_version=9))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([good, bad], max_delta_commits=2, poll=0.2))
+    daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+
+    def done() -> bool:
+        statuses = {t.worker.status.uri: t.worker.status for t in daemon.tables.values()}
+        good_done = (
+            HudiTable.open(Storage(), good).timeline().completed().filter(lambda i: i.action is Action.COMPACTION)
+        )
+        return bool(good_done) and statuses.get(bad) is not None and statuses[bad].health == "quarantined"
+
+    _run_until(daemon, done, timeout=300)
+    statuses = {t.worker.status.uri: t.worker.status for t in daemon.tables.values()}
+    assert statuses[bad].health == "quarantined"
+    assert statuses[bad].consecutive_failures == 3
+    assert "nope-0" in (statuses[bad].last_error or "")
+    assert statuses[good].health == "ok"
+    text = daemon.metrics.render()[0].decode()
+    assert 'tableservice_table_quarantined{table="table1"} 1.0' in text
+    assert 'tableservice_table_errors_total{kind="InvalidPlanError",table="table1"}' in text
+
+
+@pytest.mark.spark
+def test_config_change_adds_and_removes_tables_without_restart(tmp_path: Path, spark_executor: Any) -> None:
+    first = mor_table(tmp_path / "a", records=100, commits=2, name="a")
+    second = mor_table(tmp_path / "b", records=100, commits=2, name="b")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([first], max_delta_commits=50, poll=0.2))
+    daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    seen: list[set[str]] = []
+    broken_at: list[float] = []
+
+    def step() -> bool:
+        uris = set(daemon.tables)
+        if uris and (not seen or seen[-1] != uris):
+            seen.append(uris)
+        if uris == {first}:
+            cfg.write_text(config_text([second], max_delta_commits=50, poll=0.2))
+        if uris == {second} and not broken_at:
+            # A broken edit is refused and the running configuration stays.
+            cfg.write_text("service: {poll_interval_seconds: -5}\n")
+            broken_at.append(time.monotonic())
+        return bool(broken_at) and time.monotonic() - broken_at[0] > 5
+
+    _run_until(daemon, step)
+    assert seen[0] == {first}
+    assert seen[-1] == {second}
+    assert set(daemon.tables) == {second}
