@@ -109,6 +109,65 @@ def test_compaction_of_generated_tables(version: int, block: str, tmp_path: Path
     _compact_and_check(path, spark_executor)
 
 
+def test_generated_v6_table_with_rollback_blocks(
+    tmp_path: Path, spark_executor: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed delta commit rolled back with command blocks, then compacted: its records never reappear."""
+    from tableservice.hudi.rollback import rollback
+    from tableservice.hudi.write import handles
+
+    storage = Storage()
+    path = str(tmp_path / "t")
+    create_table(
+        storage,
+        path,
+        TableSpec(
+            name="t",
+            table_type=TableType.MERGE_ON_READ,
+            version=6,
+            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
+            record_key_fields=("uuid",),
+            partition_fields=("city",),
+            ordering_fields=("ts",),
+        ),
+    )
+    client = WriteClient(storage, path, options=WriteOptions(max_file_records=60))
+    steps = list(Workload(240, 4, 0.4, 0.05, partitions=2).steps())
+    client.apply(steps[0])
+    client.apply(steps[1])
+    real = handles.write_log_file
+    calls = {"n": 0}
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError("injected")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(handles, "write_log_file", failing)
+    with pytest.raises(OSError, match="injected"):
+        client.apply(steps[2])
+    monkeypatch.undo()
+    table = HudiTable.open(storage, path)
+    failed = table.timeline().pending().instants[0]
+    rollback(table, failed)
+    client.apply(steps[3])
+    logs = [lf for s in HudiTable.open(storage, path).file_system_view().latest_slices() for lf in s.log_files]
+    assert any(lf.name.write_token == "1-0-1" for lf in logs), "expected rollback command blocks"
+    _compact_and_check(path, spark_executor)
+    rows = hudi_read(path)
+    assert failed.requested_time not in set(rows.column("_hoodie_commit_time").to_pylist())
+
+
+def test_fixture_table_without_log_files_has_nothing_to_compact(tmp_path: Path, spark_executor: Any) -> None:
+    path = fixture_table("sample_table/mor/avro/v9_txns_nonpart_nometa", tmp_path)
+    before = _digest(path)
+    ctx = _ctx(str(path), spark_executor)
+    assert all(not s.log_files for s in ctx.table.file_system_view().latest_slices())
+    assert schedule_compaction(ctx, CompactionPolicy(), force=True) is None
+    assert _digest(path) == before
+
+
 def _digest(path: Path) -> dict[str, str]:
     return {
         str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()

@@ -1,0 +1,84 @@
+"""`tableservice once` and `tableservice status` on real and generated tables (no Spark job needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from daemon_helpers import config_text, mor_table
+from fixtures import fixture_table
+
+from tableservice.cli import main
+from tableservice.executors.spark import SparkExecutor, SparkSettings
+from tableservice.hudi.instant import Action
+from tableservice.hudi.models import HoodieCompactionOperation, HoodieCompactionPlan, encode_compaction_plan
+from tableservice.hudi.table import HudiTable
+from tableservice.locks import InProcessLockProvider
+from tableservice.metrics import new_metrics
+from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.table_worker import TableSettings, TableWorker
+from tableservice.storage import Storage
+
+
+def _bad_plan(path: str) -> str:
+    table = HudiTable.open(Storage(), path)
+    t = table.active.new_instant_time(table.timeline())
+    plan = HoodieCompactionPlan(
+        operations=(
+            HoodieCompactionOperation(
+                base_instant_time=t,
+                delta_file_paths=(".x-0_1.log.1_0-0-0",),
+                data_file_path=None,
+                file_id="x-0",
+                partition_path="city=nowhere",
+                metrics={},
+                bootstrap_file_path="",
+            ),
+        ),
+        extra_metadata={},
+        version=2,
+    )
+    table.active.create_requested(t, Action.COMPACTION, encode_compaction_plan(plan, table_version=9))
+    return t
+
+
+def test_once_exits_non_zero_when_an_action_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = mor_table(tmp_path / "t", records=100, commits=2)
+    t = _bad_plan(path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([path], max_delta_commits=50))
+    assert main(["once", "--config", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert f"compaction {t} failed" in err and "x-0" in err
+
+
+def test_status_lists_pending_actions_and_health(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = mor_table(tmp_path / "t", records=100, commits=2)
+    t = _bad_plan(path)
+    mdt = fixture_table("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([path, str(mdt)], max_delta_commits=50))
+    assert main(["status", "--config", str(cfg), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by_uri = {r["uri"]: r for r in out["tables"]}
+    mine = by_uri[path]
+    assert mine["table_type"] == "MERGE_ON_READ" and mine["table_version"] == 9
+    assert [(p["instant"], p["action"], p["state"]) for p in mine["pending"]] == [(t, "compaction", "REQUESTED")]
+    assert mine["health"] == "ok"
+    assert by_uri[str(mdt)]["health"].startswith("unsupported: table has a metadata table")
+    assert by_uri[str(mdt)]["last_compaction"] == "20251220210129235"
+
+
+def test_metadata_table_is_reported_unsupported_in_metrics(tmp_path: Path) -> None:
+    mdt = str(fixture_table("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path))
+    metrics = new_metrics(process_metrics=False)
+    settings = TableSettings(
+        uri=mdt, name="trips", compaction_schedule=True, compaction_execute=True, compaction_policy=CompactionPolicy()
+    )
+    worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()), metrics)
+    assert worker.poll() == []
+    result = worker.run_pass()
+    assert not result.scheduled and not result.completed and not result.failed
+    text = metrics.render()[0].decode()
+    assert 'tableservice_table_unsupported{reason="metadata_table",table="trips"} 1.0' in text
