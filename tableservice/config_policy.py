@@ -45,8 +45,39 @@ def _validate_compaction(values: Mapping[str, HudiValue]) -> Mapping[str, HudiVa
     return dumped
 
 
+# --- failed writes (rollback of writers' failed attempts) --------------------------------------------------------
+
+FAILED_WRITES_POLICY = "hoodie.cleaner.policy.failed.writes"
+HEARTBEAT_INTERVAL = "hoodie.client.heartbeat.interval_in_ms"
+HEARTBEAT_MISSES = "hoodie.client.heartbeat.tolerable.misses"
+_FAILED_WRITES_DEFAULTS: dict[str, HudiValue] = {
+    FAILED_WRITES_POLICY: "LAZY",
+    HEARTBEAT_INTERVAL: 60_000,
+    HEARTBEAT_MISSES: 2,
+}
+
+
+def _failed_writes_keys() -> frozenset[str]:
+    return frozenset(_FAILED_WRITES_DEFAULTS)
+
+
+def _validate_failed_writes(values: Mapping[str, HudiValue]) -> Mapping[str, HudiValue]:
+    out = dict(values)
+    policy = out.get(FAILED_WRITES_POLICY)
+    if policy is not None:
+        if not isinstance(policy, str) or policy.strip().upper() not in ("EAGER", "LAZY", "NEVER"):
+            raise issue(FAILED_WRITES_POLICY, "expected EAGER, LAZY or NEVER", policy)
+        out[FAILED_WRITES_POLICY] = policy.strip().upper()
+    for key in (HEARTBEAT_INTERVAL, HEARTBEAT_MISSES):
+        value = out.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise issue(key, "expected a positive integer", value)
+    return out
+
+
 _BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
     "compaction": (_validate_compaction, _compaction_keys),
+    "failed_writes": (_validate_failed_writes, _failed_writes_keys),
 }
 _RENAMED: dict[str, str] = {_COMPACTION_SWITCH: "set `schedule` (or `enabled`) in this section instead"}
 
@@ -196,6 +227,19 @@ class CompactionPolicySettings(ServicePolicy):
         return self.enabled and self.execute
 
 
+class FailedWritesPolicySettings(ServicePolicy):
+    """`failed_writes`: roll back writers' failed attempts per Hudi's `hoodie.cleaner.policy.failed.writes`."""
+
+    service: ClassVar[str] = "failed_writes"
+
+    def settings(self) -> tuple[str, int, int]:
+        """(policy, heartbeat interval ms, tolerable misses), Hudi's defaults where not set; policy NEVER when
+        the section is disabled."""
+        values = {**_FAILED_WRITES_DEFAULTS, **self.hudi_options()}
+        policy = str(values[FAILED_WRITES_POLICY]) if self.enabled else "NEVER"
+        return policy, int(values[HEARTBEAT_INTERVAL]), int(values[HEARTBEAT_MISSES])
+
+
 _PLANNED_SERVICES = ("clean", "clustering", "archival")
 
 
@@ -208,6 +252,7 @@ class PolicySet(BaseModel):
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
     compaction: CompactionPolicySettings = CompactionPolicySettings()
+    failed_writes: FailedWritesPolicySettings = FailedWritesPolicySettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -25,6 +25,7 @@ from tableservice.config import DaemonConfig, TableEntry, load_config
 from tableservice.errors import ConfigError, PermanentError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
+from tableservice.hudi.failed_writes import FailedWritesPolicy
 from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.metrics import Metrics, new_metrics
 from tableservice.service.http import HealthState, serve_http, service_routes
@@ -56,6 +57,7 @@ def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
 
 def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
     section = config.effective_policy(entry).compaction
+    policy, interval_ms, misses = config.effective_policy(entry).failed_writes.settings()
     return TableSettings(
         uri=entry.uri,
         name=entry.name,
@@ -63,6 +65,9 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         compaction_execute=section.executes,
         compaction_policy=section.policy(),
         lock_timeout_s=config.effective_locks(entry).wait_time_ms / 1000,
+        failed_writes=FailedWritesPolicy(policy),
+        heartbeat_interval_ms=interval_ms,
+        heartbeat_tolerable_misses=misses,
     )
 
 
@@ -268,7 +273,11 @@ class Daemon:
         status = worker.status
         try:
             pending = await anyio.to_thread.run_sync(worker.poll)
-            due = bool(pending) or await anyio.to_thread.run_sync(worker.compaction_due)
+            due = (
+                bool(pending)
+                or await anyio.to_thread.run_sync(worker.has_failed_writes)
+                or await anyio.to_thread.run_sync(worker.compaction_due)
+            )
             failed: list[tuple[str, TableServiceError]] = []
             if due and not self.stopping:
                 async with self.limiter:

@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 
 from tableservice.errors import TableServiceError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
+from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
 from tableservice.hudi.instant import Action, Instant, parse_instant_time, timeline_timezone
-from tableservice.hudi.rollback import resume_pending_rollbacks
+from tableservice.hudi.rollback import resume_pending_rollbacks, rollback
 from tableservice.hudi.table import HudiTable
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
@@ -46,6 +47,9 @@ class TableSettings:
     compaction_execute: bool
     compaction_policy: CompactionPolicy
     lock_timeout_s: float = 60.0
+    failed_writes: FailedWritesPolicy = FailedWritesPolicy.LAZY
+    heartbeat_interval_ms: int = 60_000
+    heartbeat_tolerable_misses: int = 2
 
 
 @dataclass
@@ -73,6 +77,7 @@ class TableStatus:
 class PassResult:
     scheduled: list[str] = field(default_factory=list)
     completed: list[CompactionResult] = field(default_factory=list)
+    rolled_back: list[str] = field(default_factory=list)
     failed: list[tuple[str, TableServiceError]] = field(default_factory=list)
 
 
@@ -184,19 +189,18 @@ class TableWorker:
             done = [i for i in timeline.completed() if i.action is Action.COMPACTION]
             self.status.last_compaction = done[-1].requested_time if done else None
             compactions = [i for i in pending if i.action is Action.COMPACTION]
-            try:
-                check_supported(table)
-                unsupported = None
-            except UnsupportedTableError as e:
-                unsupported = e
+            unsupported: UnsupportedTableError | None = None
+            if config.has_metadata_table:
+                try:
+                    check_supported(table)
+                except UnsupportedTableError as e:
+                    unsupported = e
             if self.metrics is not None:
                 oldest = _age_seconds(compactions[0], config.timezone_name) if compactions else 0.0
                 self.metrics.set_pending(self.label, "compaction", count=len(compactions), oldest_age_seconds=oldest)
                 self.metrics.set_unsupported(
                     self.label,
-                    None
-                    if unsupported is None
-                    else ("metadata_table" if config.has_metadata_table else "copy_on_write"),
+                    None if unsupported is None else "metadata_table",
                 )
                 self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=True)
             self.status.last_poll = time.time()
@@ -208,6 +212,22 @@ class TableWorker:
             if self.metrics is not None:
                 self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=False)
             raise
+
+    def has_failed_writes(self) -> bool:
+        """Whether a pending write has failed (per the policy); uses the timeline of the last poll."""
+        s = self.settings
+        table = self._open()
+        if table.config.has_metadata_table:
+            return False
+        return bool(
+            failed_writes(
+                table,
+                s.failed_writes,
+                timeline=table.timeline(),
+                heartbeat_interval_ms=s.heartbeat_interval_ms,
+                tolerable_misses=s.heartbeat_tolerable_misses,
+            )
+        )
 
     def compaction_due(self) -> bool:
         """Whether a pass would schedule a compaction now (cheap: the timeline, plus a listing only when the
@@ -227,10 +247,13 @@ class TableWorker:
         result = PassResult()
         pending = self.poll()
         table = self._open()
-        if table.config.has_metadata_table or not table.config.is_mor:
+        if table.config.has_metadata_table:
             return result
         ctx = self._context(table)
         resume_pending_rollbacks(table, lock=ctx.lock_factory())
+        self._roll_back_failed_writes(ctx, result)
+        if not table.config.is_mor:
+            return result
         s = self.settings
         if s.compaction_execute:
             for instant in pending:
@@ -247,6 +270,35 @@ class TableWorker:
                     self._execute(ctx, scheduled.requested_time, result)
         self.poll()
         return result
+
+    def _roll_back_failed_writes(self, ctx: TableContext, result: PassResult) -> None:
+        s = self.settings
+        for instant in failed_writes(
+            ctx.table,
+            s.failed_writes,
+            heartbeat_interval_ms=s.heartbeat_interval_ms,
+            tolerable_misses=s.heartbeat_tolerable_misses,
+        ):
+            started = time.monotonic()
+            try:
+                rollback(ctx.table, instant, lock=ctx.lock_factory())
+            except TableServiceError as e:
+                result.failed.append((instant.requested_time, e))
+                if self.metrics is not None:
+                    self.metrics.action_failed(self.label, "rollback")
+                    self.metrics.table_error(self.label, e)
+                log.error(
+                    "rollback of failed write failed: %s",
+                    e,
+                    extra={"table": self.label, "instant": instant.requested_time},
+                )
+                continue
+            result.rolled_back.append(instant.requested_time)
+            log.info(
+                "rolled back failed write %s", instant, extra={"table": self.label, "instant": instant.requested_time}
+            )
+            if self.metrics is not None:
+                self.metrics.action_completed(self.label, "rollback", duration_seconds=time.monotonic() - started)
 
     def _execute(self, ctx: TableContext, instant_time: str, result: PassResult) -> None:
         key = f"{self.settings.uri}#{instant_time}"
