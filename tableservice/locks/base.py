@@ -65,12 +65,18 @@ class TableLock(abc.ABC):
 
 
 class LockProvider(abc.ABC):
-    """Makes the locks of tables (keyed by base path or Hudi's lock key)."""
+    """Makes the locks of tables (keyed by base path or Hudi's lock key) and executor leases."""
 
     name: str = "lock"
 
     @abc.abstractmethod
     def table_lock(self, table_name: str, base_path: str) -> TableLock: ...
+
+    def lease(self, table_name: str, base_path: str, name: str) -> TableLock:
+        """An executor lease: who runs the action `name` (e.g. `compaction-<instant>`) of a table. Held for the
+        whole action, renewed by the backend (ZooKeeper session, DynamoDB heartbeat); separate from the table
+        lock Hudi writers take, so holding it never blocks a writer."""
+        raise NotImplementedError(f"{type(self).__name__} has no executor leases")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -47,3 +47,6 @@ class InProcessLockProvider(LockProvider):
 
     def table_lock(self, table_name: str, base_path: str) -> TableLock:
         return InProcessTableLock(base_path.rstrip("/"))
+
+    def lease(self, table_name: str, base_path: str, name: str) -> TableLock:
+        return InProcessTableLock(f"lease:{base_path.rstrip('/')}:{name}")

@@ -210,8 +210,11 @@ def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, ops: 
             )
 
 
-def execute_compaction(ctx: TableContext, instant_time: str, *, parallelism: int | None = None) -> CompactionResult:
-    """Run a pending compaction (ours or a writer's) to completion."""
+def execute_compaction(
+    ctx: TableContext, instant_time: str, *, parallelism: int | None = None, lease: LockHandle | None = None
+) -> CompactionResult:
+    """Run a pending compaction (ours or a writer's) to completion. With an executor `lease`, the commit is
+    abandoned (LockLostError) if the lease was lost meanwhile: another replica may be running the plan."""
     started = time.monotonic()
     table = ctx.table
     check_supported(table)
@@ -255,6 +258,8 @@ def execute_compaction(ctx: TableContext, instant_time: str, *, parallelism: int
             latest = table.reload()
             _check_conflicts(table, latest, instant, ops)
             handle.check()
+            if lease is not None:
+                lease.check()
             done = table.active.transition_to_completed(
                 instant, encode_commit_metadata(metadata, table_version=table.config.version), timeline=latest
             )

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from tableservice.errors import TableServiceError, UnsupportedTableError
+from tableservice.errors import LockError, TableServiceError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
 from tableservice.hudi.instant import Action, Instant, parse_instant_time, timeline_timezone
 from tableservice.hudi.rollback import resume_pending_rollbacks, rollback
 from tableservice.hudi.table import HudiTable
-from tableservice.locks import LockProvider
+from tableservice.locks import LockHandle, LockProvider
 from tableservice.metrics import Metrics
 from tableservice.planning.policy import CompactionPolicy
 from tableservice.service.compaction import (
@@ -301,11 +301,27 @@ class TableWorker:
                 self.metrics.action_completed(self.label, "rollback", duration_seconds=time.monotonic() - started)
 
     def _execute(self, ctx: TableContext, instant_time: str, result: PassResult) -> None:
+        """Run one compaction under its executor lease; another replica holding the lease means skip."""
+        lease = self.locks.lease(ctx.table.name, ctx.table.base_path, f"compaction-{instant_time}")
+        try:
+            handle = lease.acquire(0.0)
+        except LockError:
+            log.info("another replica runs this compaction", extra={"table": self.label, "instant": instant_time})
+            return
+        try:
+            current = ctx.table.reload().get(instant_time, Action.COMPACTION)
+            if current is None or current.is_completed:
+                return
+            self._execute_leased(ctx, instant_time, result, handle)
+        finally:
+            lease.release(handle)
+
+    def _execute_leased(self, ctx: TableContext, instant_time: str, result: PassResult, lease: LockHandle) -> None:
         key = f"{self.settings.uri}#{instant_time}"
         self.running.add(key, job_tag(ctx.table.name, "compaction", instant_time))
         self.status.running = f"compaction {instant_time}"
         try:
-            done = execute_compaction(ctx, instant_time)
+            done = execute_compaction(ctx, instant_time, lease=lease)
         except TableServiceError as e:
             result.failed.append((instant_time, e))
             if self.metrics is not None:

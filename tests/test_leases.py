@@ -1,0 +1,55 @@
+"""Executor leases: an action whose lease another replica holds is skipped, and runs once the lease is free."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_helpers import mor_table
+
+from tableservice.hudi.instant import Action
+from tableservice.hudi.table import HudiTable
+from tableservice.locks import InProcessLockProvider
+from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.compaction import TableContext, schedule_compaction
+from tableservice.service.table_worker import TableSettings, TableWorker
+from tableservice.storage import Storage
+
+
+def _worker(path: str, executor: Any, locks: InProcessLockProvider) -> TableWorker:
+    settings = TableSettings(
+        uri=path, name="t", compaction_schedule=False, compaction_execute=True, compaction_policy=CompactionPolicy()
+    )
+    return TableWorker(settings, Storage(), locks, executor)
+
+
+@pytest.mark.spark
+def test_compaction_runs_once_across_replicas(tmp_path: Path, spark_executor: Any) -> None:
+    path = mor_table(tmp_path / "t", records=300, commits=3)
+    locks = InProcessLockProvider()
+    table = HudiTable.open(Storage(), path)
+    ctx = TableContext(table=table, lock=locks.table_lock("t", path), executor=spark_executor)
+    instant = schedule_compaction(ctx, CompactionPolicy(), force=True)
+    assert instant is not None
+    lease = locks.lease("t", path, f"compaction-{instant.requested_time}")
+    held = lease.acquire(1.0)
+    skipped = _worker(path, spark_executor, locks).run_pass()
+    assert not skipped.completed and not skipped.failed
+    assert HudiTable.open(Storage(), path).timeline().get(instant.requested_time) == instant
+    lease.release(held)
+    # Two replicas at once: exactly one of them completes the compaction.
+    results: list[Any] = []
+    replicas = [
+        threading.Thread(target=lambda: results.append(_worker(path, spark_executor, locks).run_pass()))
+        for _ in range(2)
+    ]
+    for r in replicas:
+        r.start()
+    for r in replicas:
+        r.join()
+    assert sum(len(r.completed) for r in results) == 1
+    assert all(not r.failed for r in results)
+    done = [i for i in HudiTable.open(Storage(), path).timeline().completed() if i.action is Action.COMPACTION]
+    assert [i.requested_time for i in done] == [instant.requested_time]
