@@ -188,6 +188,17 @@ def test_hold_context_and_provisioned_table(providers: list[DynamoDBLockProvider
     assert (throughput["ReadCapacityUnits"], throughput["WriteCapacityUnits"]) == (7, 3)
 
 
+def test_provider_close_releases_held_locks(
+    providers: list[DynamoDBLockProvider], creds: MotoServer, ddb: Any, table_name: str
+) -> None:
+    lock = make_lock(providers, creds, table_name)
+    handle = lock.acquire(timeout_s=5)
+    assert get_item(ddb, table_name) is not None
+    providers[0].close()  # like AmazonDynamoDBLockClient.close: release every lock still held
+    assert get_item(ddb, table_name) is None
+    assert isinstance(handle, DynamoDBLockHandle) and handle.released and not handle.lost
+
+
 def test_missing_table_without_creation(creds: MotoServer) -> None:
     table = f"absent-{uuid.uuid4().hex[:10]}"
     provider = DynamoDBLockProvider(settings(table), endpoint_url=creds.endpoint_url, create_table=False)

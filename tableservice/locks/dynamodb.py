@@ -4,7 +4,7 @@ Hudi's provider (hudi-aws, `DynamoDBBasedLockProvider` / `DynamoDBBasedLockProvi
 the AWS DynamoDB Lock Client (`com.amazonaws:dynamodb-lock-client`, class `AmazonDynamoDBLockClient`). This module
 speaks that client's protocol so a Hudi writer and this daemon exclude each other. Facts, as read in
 awslabs/amazon-dynamodb-lock-client (AmazonDynamoDBLockClient, AmazonDynamoDBLockClientOptions,
-AcquireLockOptions, LockItem; versions 1.1.0 to 1.4) and apache/hudi (DynamoDbBasedLockConfig, the providers,
+AcquireLockOptions, LockItem; versions 1.0.0 to 1.4) and apache/hudi (DynamoDbBasedLockConfig, the providers,
 LockManager):
 
 Table. `hoodie.write.lock.dynamodb.table`; hash key attribute `key` of type S, no sort key. Hudi creates the table
@@ -231,6 +231,7 @@ class DynamoDBTableLock(TableLock):
 
     def _start(self, handle: DynamoDBLockHandle) -> DynamoDBLockHandle:
         self._held = handle
+        self.provider.track(self, handle)
         self._seen = (handle.owner, handle.acquired_unix)
         thread = threading.Thread(
             target=self._heartbeat_loop, args=(handle,), name=f"ddb-lock-heartbeat-{self.key}", daemon=True
@@ -305,6 +306,7 @@ class DynamoDBTableLock(TableLock):
             handle.thread.join(timeout=p.request_timeout_s * 2)
         if self._held is handle:
             self._held = None
+        p.untrack(handle)
 
     def holder(self) -> tuple[str, float] | None:
         """(ownerName, since): our acquisition time when we hold it, else when this object first saw that owner
@@ -312,7 +314,11 @@ class DynamoDBTableLock(TableLock):
         held = self._held
         if held is not None and not held.lost:
             return held.owner, held.acquired_unix
-        item = self.read_item()
+        try:
+            item = self.read_item()
+        except _TRANSIENT as e:
+            log.warning("cannot read the lock item (%s): %s", self._where, e)
+            return None
         if item is None or IS_RELEASED in item:
             self._seen = None
             return None
@@ -371,6 +377,7 @@ class DynamoDBLockProvider(LockProvider):
         self._client = client
         self._table_ready = False
         self._guard = threading.Lock()
+        self._live: dict[int, tuple[DynamoDBTableLock, DynamoDBLockHandle]] = {}
 
     @property
     def client(self) -> Any:
@@ -390,6 +397,11 @@ class DynamoDBLockProvider(LockProvider):
 
     def table_lock(self, table_name: str, base_path: str) -> TableLock:
         return DynamoDBTableLock(self, self.settings.dynamodb_partition_key_for(table_name), table_name)
+
+    def lease(self, table_name: str, base_path: str, name: str) -> TableLock:
+        """An executor lease: its own item in the same lock table, keyed apart from Hudi's table lock."""
+        key = f"{self.settings.dynamodb_partition_key_for(table_name)}/tableservice-lease/{name}"
+        return DynamoDBTableLock(self, key, table_name)
 
     def table_status(self) -> str | None:
         """The lock table's status, or None when it does not exist."""
@@ -453,7 +465,20 @@ class DynamoDBLockProvider(LockProvider):
                 )
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
+    def track(self, lock: DynamoDBTableLock, handle: DynamoDBLockHandle) -> None:
+        with self._guard:
+            self._live[id(handle)] = (lock, handle)
+
+    def untrack(self, handle: DynamoDBLockHandle) -> None:
+        with self._guard:
+            self._live.pop(id(handle), None)
+
     def close(self) -> None:
+        """Release the locks still held through this provider (as the Java client's close does), then the client."""
+        with self._guard:
+            live = list(self._live.values())
+        for lock, handle in live:
+            lock.release(handle)
         with self._guard:
             if self._client is not None:
                 self._client.close()

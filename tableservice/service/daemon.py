@@ -41,8 +41,17 @@ def storage_options(config: DaemonConfig) -> StorageOptions:
 
 
 def lock_provider(config: DaemonConfig) -> LockProvider:
-    if config.locks.kind == "in-process":
+    kind = config.locks.kind
+    if kind == "in-process":
         return InProcessLockProvider()
+    if kind == "dynamodb":
+        from tableservice.locks.dynamodb import DynamoDBLockProvider
+
+        return DynamoDBLockProvider(config.locks)
+    if kind == "zookeeper":
+        from tableservice.locks.zookeeper import ZookeeperLockProvider
+
+        return ZookeeperLockProvider(config.locks)
     raise ConfigError(
         f"locks.hoodie.write.lock.provider={config.locks.provider!r}: this build serves the in-process lock only"
     )
@@ -64,7 +73,8 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         compaction_schedule=section.enabled and section.schedule,
         compaction_execute=section.executes,
         compaction_policy=section.policy(),
-        lock_timeout_s=config.effective_locks(entry).wait_time_ms / 1000,
+        # Twice Hudi's wait: long enough to take over from a holder whose lease ran out (DynamoDB).
+        lock_timeout_s=2 * config.effective_locks(entry).wait_time_ms / 1000,
         failed_writes=FailedWritesPolicy(policy),
         heartbeat_interval_ms=interval_ms,
         heartbeat_tolerable_misses=misses,
@@ -135,6 +145,7 @@ class Daemon:
             await self._drain()
             tg.cancel_scope.cancel()
         self.metrics.set_up(False)
+        await anyio.to_thread.run_sync(self.locks.close)
         if self._owns_executor:
             await anyio.to_thread.run_sync(self.executor.stop)
         log.info("stopped")
