@@ -44,6 +44,7 @@ LOCK_NAME = "lock-"
 PROTECTED_PREFIX = "_c_"
 """Curator's prefix for nodes created `withProtection()`: `_c_<uuid>-`."""
 _MAX_WAIT_SLICE_S = 2.0  # re-check the contenders at least this often while waiting
+_MIN_ROUND_TRIP_S = 1.0  # the least time given to one ZooKeeper request, whatever the deadline
 
 
 def contender_prefix(node_id: str) -> str:
@@ -118,7 +119,10 @@ class ZookeeperTableLock(TableLock):
 
     def _attempt(self, deadline: float, timeout: float) -> ZookeeperLockHandle:
         p = self._provider
-        client = p.connected_client(deadline, self.key)
+        client = p.started_client(self.key)
+        if not p.wait_connected(max(deadline, time.monotonic() + _MIN_ROUND_TRIP_S)):
+            raise _Retry(f"not connected to ZooKeeper at {p.connect_string}")
+        p.sweep_orphans()
         node_id = str(uuid.uuid4())
         node: str | None = None
         done = False
@@ -157,6 +161,8 @@ class ZookeeperTableLock(TableLock):
             raise _Retry("ZooKeeper session expired") from e
         except NoNodeError as e:
             raise _Retry(f"lock node vanished: {e!r}") from e
+        except ConnectionLoss as e:
+            raise _Retry("ZooKeeper connection lost") from e
         except KazooException as e:
             raise LockError(f"ZooKeeper error while acquiring: {e!r}: lock {self.key!r}") from e
         finally:
@@ -188,9 +194,10 @@ class ZookeeperTableLock(TableLock):
                         return f"{self.key}/{child}"
 
     def _wait(self, result: Any, deadline: float, timeout: float, what: str = "not acquired") -> Any:
-        """The value of a kazoo async result, waiting no later than `deadline`."""
+        """The value of a kazoo async result, waiting until `deadline` but at least one short round trip
+        (so that `acquire(0)` still tries once)."""
         try:
-            return result.get(timeout=max(0.001, deadline - time.monotonic()))
+            return result.get(timeout=max(_MIN_ROUND_TRIP_S, deadline - time.monotonic()))
         except KazooTimeoutError:
             raise lock_timeout(f"{what} within {timeout:.1f}s", self.key) from None
 
@@ -236,7 +243,7 @@ class ZookeeperLockProvider(LockProvider):
 
     name = "zookeeper"
 
-    def __init__(self, settings: LockSettings, *, client_id: tuple[int, bytes] | None = None) -> None:
+    def __init__(self, settings: LockSettings) -> None:
         connect = settings.zookeeper_connect_string()
         if connect is None or settings.zookeeper_base_path is None:
             raise LockError("hoodie.write.lock.zookeeper.url and .base_path are required for the ZooKeeper lock")
@@ -248,7 +255,6 @@ class ZookeeperLockProvider(LockProvider):
         self._client: Any = KazooClient(
             hosts=connect,
             timeout=settings.zookeeper_session_timeout_ms / 1000,
-            client_id=client_id,
             connection_retry=KazooRetry(
                 max_tries=-1,
                 delay=min(0.1, settings.wait_time_ms_between_retry / 1000),
@@ -268,6 +274,18 @@ class ZookeeperLockProvider(LockProvider):
         path = self.settings.zookeeper_lock_path(table_name)
         assert path is not None  # checked in __init__
         return ZookeeperTableLock(self, path)
+
+    def lease(self, table_name: str, base_path: str, name: str) -> ZookeeperTableLock:
+        """An executor lease: the same Curator-style mutex on `<base_path>/tableservice-leases/<lock key>/<name>`,
+        apart from the table lock's node; held while the session lives, lost with it."""
+        root = (self.settings.zookeeper_base_path or "/").rstrip("/")
+        key = self.settings.zookeeper_lock_key or table_name
+        return ZookeeperTableLock(self, f"{root}/tableservice-leases/{key}/{name}")
+
+    def connect(self, timeout_s: float | None = None) -> None:
+        """Connect now (default wait: the connection timeout) rather than on first use; LockError if not."""
+        wait = self.connection_timeout_s if timeout_s is None else timeout_s
+        self.connected_client(time.monotonic() + wait, self.settings.zookeeper_base_path or "/")
 
     def close(self) -> None:
         """Close the session: ZooKeeper deletes our nodes, and any still-held handle is marked lost."""
@@ -303,22 +321,29 @@ class ZookeeperLockProvider(LockProvider):
         if sweep:
             self._client.handler.spawn(self._sweep)
 
-    def connected_client(self, deadline: float, key: str) -> Any:
-        """The kazoo client, once connected (started on first use); LockError when not connected in time."""
+    def started_client(self, key: str) -> Any:
+        """The kazoo client, started (connecting in the background) on first use."""
         with self._guard:
             if self._closed:
                 raise LockError(f"the ZooKeeper lock provider is closed: lock {key!r}")
             if not self._started:
                 self._started = True
                 self._client.start_async()
+        return self._client
+
+    def connected_client(self, deadline: float, key: str) -> Any:
+        """The kazoo client, once connected; LockError when not connected by `deadline` (or the connection
+        timeout, whichever comes first)."""
+        client = self.started_client(key)
+        started = time.monotonic()
         if not self.wait_connected(deadline):
-            raise LockError(
-                f"ZooKeeper at {self.connect_string} not connected within "
-                f"{self.connection_timeout_s:.1f}s: lock {key!r}"
-            )
+            waited = time.monotonic() - started
+            raise LockError(f"not connected to ZooKeeper at {self.connect_string} within {waited:.1f}s: lock {key!r}")
+        return client
+
+    def sweep_orphans(self) -> None:
         if self._orphans:
             self._sweep()
-        return self._client
 
     def wait_connected(self, deadline: float) -> bool:
         """Wait for the connection until `deadline`, at most the connection timeout."""
@@ -351,7 +376,11 @@ class ZookeeperLockProvider(LockProvider):
             self._client.handler.spawn(self._sweep)
 
     def delete_quietly(self, node: str, lock_path: str, prefix: str) -> None:
-        """Delete one of our nodes; a node already gone is fine; on connection trouble, an orphan."""
+        """Delete one of our nodes; a node already gone is fine; on connection trouble, an orphan (deleted
+        once the connection is back). Does not wait for a connection that is down."""
+        if not self._connected.is_set():
+            self.add_orphan(lock_path, prefix)
+            return
         try:
             self._client.delete_async(node).get(timeout=self.connection_timeout_s)
         except NoNodeError:
