@@ -5,6 +5,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -65,3 +66,27 @@ def spark_connect_url() -> Iterator[str]:
     """A local Spark Connect server for the run (started on first use)."""
     with spark_connect_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def zk_tools() -> None:
+    """Debian's ZooKeeper, Curator and a JDK: skip with the reason outside CI, fail in CI."""
+    from zk.server import unavailable
+
+    reason = unavailable()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"ZooKeeper tests cannot run in CI: {reason}")
+        print(f"skipping ZooKeeper tests: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def zk_server(zk_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real standalone ZooKeeper on 127.0.0.1 for the run."""
+    from zk.server import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()

@@ -217,3 +217,24 @@ def test_compaction_through_spark_connect(tmp_path: Path, spark_connect_url: str
     assert table.timeline().is_completed(instant.requested_time)
     assert all(not s.log_files for s in table.file_system_view().latest_slices())
     assert_same_rows(hudi_read(path).drop_columns([FILE_NAME]), before.drop_columns([FILE_NAME]), "via Connect")
+
+
+def test_compaction_aborts_when_a_replace_took_its_file_groups(tmp_path: Path, spark_executor: Any) -> None:
+    """An insert overwrite that completes while a compaction is pending replaces the file groups the plan
+    compacts: the compaction must not commit (its base files would resurrect the overwritten rows)."""
+    from tableservice.errors import TableServiceError
+    from tableservice.hudi.write.client import WriteClient as Client
+
+    path = mor_table(tmp_path / "t", records=400, commits=3)
+    ctx = _ctx(path, spark_executor)
+    instant = schedule_compaction(ctx, CompactionPolicy(), force=True)
+    assert instant is not None
+    overwrite = next(iter(Workload(50, 1, partitions=2, seed=99).steps())).records
+    Client(Storage(), path).insert_overwrite(overwrite)
+    after_overwrite = hudi_read(path)
+    with pytest.raises(TableServiceError) as err:
+        execute_compaction(_ctx(path, spark_executor), instant.requested_time)
+    assert isinstance(err.value, ConflictError) and "replaced file groups" in str(err.value)
+    table = HudiTable.open(Storage(), path)
+    assert not table.timeline().is_completed(instant.requested_time)
+    assert_same_rows(hudi_read(path), after_overwrite, "the overwrite stands")

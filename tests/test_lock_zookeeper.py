@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from zk.server import CuratorProcess, ZooKeeperServer, compile_contender, unavailable
+from zk.server import CuratorProcess, ZooKeeperServer, compile_contender
 
 from tableservice.config_locks import LockSettings
 from tableservice.errors import LockError, LockLostError
@@ -40,24 +40,6 @@ CURATOR_NAME = re.compile(r"^_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def zk_tools() -> None:
-    reason = unavailable()
-    if reason is not None:
-        if IN_CI:
-            pytest.fail(f"ZooKeeper tests cannot run in CI: {reason}")
-        print(f"skipping ZooKeeper tests: {reason}")
-        pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def zk_server(zk_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ from tableservice.errors import ConflictError, PermanentError
 from tableservice.hudi.filenames import make_write_token, new_file_id
 from tableservice.hudi.fsview import FileGroupId, FileSlice, FileSystemView
 from tableservice.hudi.instant import Action, Instant
+from tableservice.hudi.logformat import BlockType, LogBlock, decode_data_block, decode_delete_block, iter_log_blocks
 from tableservice.hudi.merge import DeltaRecords, MergeMode, merge_base_batch, merge_config_from_properties
 from tableservice.hudi.models import (
     HoodieCommitMetadata,
@@ -304,19 +305,31 @@ class WriteClient:
         return data.append_column(RECORD_KEY, keys.take(idx)).append_column(PARTITION_PATH, parts.take(idx))
 
     def _index(self, view: FileSystemView, partitions: set[str]) -> pa.Table:
-        """(partition, key, file id) of every record in the latest base files of the partitions."""
+        """(partition, key, file id) of every record key found in the latest slices of the partitions: in the
+        base file, and in any data or delete block of the slice's log files (a slice opened by a pending
+        compaction counts with the one before it). A key seen anywhere in a file group is routed to that group,
+        so that a key is never written into two file groups, even when updates land in a newer slice while a
+        compaction is rewriting the older one."""
         parts: list[pa.Table] = []
         for partition in sorted(partitions):
-            for base in view.latest_base_files(partition):
-                with self.storage.open_input_file(base.location) as f:
-                    keys = pq.read_table(f, columns=[RECORD_KEY], use_threads=False).column(RECORD_KEY)
-                n = len(keys)
+            for slice_ in view.latest_merged_slices(partition):
+                keys: list[pa.Array | pa.ChunkedArray] = []
+                if slice_.base_file is not None:
+                    with self.storage.open_input_file(slice_.base_file.location) as f:
+                        keys.append(pq.read_table(f, columns=[RECORD_KEY], use_threads=False).column(RECORD_KEY))
+                for log in slice_.log_files:
+                    keys.extend(_log_keys(self.storage, log.location))
+                if not keys:
+                    continue
+                column = pa.chunked_array([k.cast(pa.string()) for k in keys], type=pa.string())
+                unique = pc.unique(column)
+                n = len(unique)
                 parts.append(
                     pa.table(
                         {
                             "p": pa.array([partition] * n, pa.string()),
-                            "k": keys.cast(pa.string()),
-                            "fid": pa.array([base.name.file_id] * n, pa.string()),
+                            "k": unique,
+                            "fid": pa.array([slice_.file_id] * n, pa.string()),
                         }
                     )
                 )
@@ -461,6 +474,21 @@ class WriteClient:
             prev_commit=slice_.base_instant_time,
             marker=MarkerType.MERGE,
         )
+
+
+def _log_keys(storage: Storage, location: str) -> list[pa.Array | pa.ChunkedArray]:
+    """Record keys of every data and delete block of a log file."""
+    out: list[pa.Array | pa.ChunkedArray] = []
+    for block in iter_log_blocks(storage, location):
+        if not isinstance(block, LogBlock):
+            continue
+        if block.block_type is BlockType.DELETE:
+            out.append(decode_delete_block(block, storage).column("record_key"))
+        elif block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+            data = decode_data_block(block, storage)
+            if RECORD_KEY in data.column_names:
+                out.append(data.column(RECORD_KEY))
+    return out
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
