@@ -238,3 +238,37 @@ def test_compaction_aborts_when_a_replace_took_its_file_groups(tmp_path: Path, s
     table = HudiTable.open(Storage(), path)
     assert not table.timeline().is_completed(instant.requested_time)
     assert_same_rows(hudi_read(path), after_overwrite, "the overwrite stands")
+
+
+def test_lock_lost_before_commit_abandons_the_compaction(tmp_path: Path, spark_executor: Any) -> None:
+    """A lock lost while held (ZooKeeper session loss, DynamoDB lease taken over) means whatever the holder was
+    about to commit is abandoned, never written."""
+    from tableservice.errors import LockLostError
+    from tableservice.locks import LockHandle, TableLock
+
+    class LosingLock(TableLock):
+        key = "losing"
+
+        def __init__(self) -> None:
+            self.acquired = 0
+
+        def acquire(self, timeout_s: float) -> LockHandle:
+            self.acquired += 1
+            handle = LockHandle(self.key, "test")
+            handle.lost = self.acquired >= 2  # the commit section's lock is lost as soon as it is taken
+            return handle
+
+        def release(self, handle: LockHandle) -> None:
+            return None
+
+    path = mor_table(tmp_path / "t", records=300, commits=3)
+    before = hudi_read(path)
+    table = HudiTable.open(Storage(), path)
+    ctx = TableContext(table=table, lock=LosingLock(), executor=spark_executor)
+    instant = schedule_compaction(ctx, CompactionPolicy(), force=True)
+    assert instant is not None
+    with pytest.raises(LockLostError):
+        execute_compaction(ctx, instant.requested_time)
+    table = HudiTable.open(Storage(), path)
+    assert not table.timeline().is_completed(instant.requested_time)
+    assert_same_rows(hudi_read(path), before, "nothing committed")
