@@ -18,15 +18,16 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from tableservice.errors import RetryableError
-from tableservice.hudi.compaction import CompactionTask, run_compaction_task
+from tableservice.hudi.compaction import CompactionTask
 from tableservice.hudi.models import HoodieWriteStat
+from tableservice.hudi.tasks import Task, run_task, task_from_json
 from tableservice.storage import Storage, StorageOptions
 
 log = logging.getLogger(__name__)
@@ -90,15 +91,14 @@ def _run_compaction_batches(batches: Iterable[pa.RecordBatch], payload: Sequence
         out: list[str] = []
         peaks: list[int] = []
         for index in batch.column(0).to_pylist():
-            task = CompactionTask.from_json(payload[index])
+            task = task_from_json(payload[index])
             opts = task.extra.get("storage_options", "{}")
             storage = storages.get(opts)
             if storage is None:
                 storage = storages[opts] = Storage(StorageOptions(**json.loads(opts)) if opts != "{}" else None)
-            task = CompactionTask(**{**task.__dict__, "write_token": token})
-            stat = run_compaction_task(storage, task)
-            out.append(stat.model_dump_json(by_alias=True))
-            peaks.append(_peak_rss_kb())
+            for stat in run_task(storage, task, token):
+                out.append(stat.model_dump_json(by_alias=True))
+                peaks.append(_peak_rss_kb())
         yield pa.RecordBatch.from_pydict(
             {"stat": pa.array(out, pa.string()), "peak_rss_kb": pa.array(peaks, pa.int64())}
         )
@@ -196,14 +196,27 @@ class SparkExecutor:
         storage_options: StorageOptions | None = None,
         parallelism: int | None = None,
     ) -> list[HoodieWriteStat]:
-        """Run one compaction's operations as one Spark job; returns the write stats in task order."""
+        """Run one compaction's operations as one Spark job; returns the write stats."""
+        return self.run_tasks(
+            tasks, tag=tag, description=description, storage_options=storage_options, parallelism=parallelism
+        )
+
+    def run_tasks(
+        self,
+        tasks: Sequence[Task],
+        *,
+        tag: str,
+        description: str,
+        storage_options: StorageOptions | None = None,
+        parallelism: int | None = None,
+    ) -> list[HoodieWriteStat]:
+        """Run one action's tasks (compaction operations or clustering groups) as one Spark job; returns the
+        write stats of every file written."""
         if not tasks:
             return []
         spark = self.session
         opts = json.dumps({k: v for k, v in (storage_options.__dict__ if storage_options else {}).items() if v})
-        payload = [
-            CompactionTask(**{**t.__dict__, "extra": {**t.extra, "storage_options": opts}}).to_json() for t in tasks
-        ]
+        payload = [replace(t, extra={**t.extra, "storage_options": opts}).to_json() for t in tasks]
         slots = parallelism if parallelism is not None else self.task_slots()
         partitions = max(1, min(slots if slots is not None else len(payload), len(payload)))
         payload = balanced(payload, [t.size_hint for t in tasks], partitions)
@@ -213,7 +226,7 @@ class SparkExecutor:
             df = spark.range(0, len(payload), 1, partitions)
             rows = df.mapInArrow(_compaction_worker(payload), "stat string, peak_rss_kb long").collect()
         except Exception as e:
-            raise SparkJobError(f"compaction job {description} failed: {_short(e)}") from e
+            raise SparkJobError(f"job {description} failed: {_short(e)}") from e
         finally:
             spark.removeTag(tag)
         stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]

@@ -56,6 +56,7 @@ class CompactionTask:
     size_hint: int = 0  # bytes to read (base + logs), for balancing tasks
     attempt_id: str = ""  # fencing: the attempt this task belongs to (see `attempt_file`)
     extra: dict[str, str] = field(default_factory=dict)
+    kind: str = "compaction"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -86,6 +87,15 @@ def _slice_of(task: CompactionTask, storage: Storage) -> FileSlice:
         info = storage.info(loc)
         logs.append(LogFile(loc, lname, info.size if info else 0))
     return FileSlice(task.partition_path, task.file_id, task.base_instant_time, base, tuple(logs))
+
+
+def check_attempt(storage: Storage, task: Any) -> None:
+    """Fencing check for any task carrying `base_path`, `instant_time`, `attempt_id` and `table_name`."""
+    _check_attempt(storage, task)
+
+
+def with_file_name(table: pa.Table, name: str) -> pa.Table:
+    return _with_file_name(table, name)
 
 
 def _with_file_name(table: pa.Table, name: str) -> pa.Table:
@@ -176,7 +186,7 @@ def start_attempt(storage: Storage, base_path: str, instant_time: str) -> str:
     return attempt
 
 
-def _check_attempt(storage: Storage, task: CompactionTask) -> None:
+def _check_attempt(storage: Storage, task: CompactionTask | Any) -> None:
     if not task.attempt_id:
         return
     try:
