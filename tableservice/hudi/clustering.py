@@ -157,9 +157,13 @@ def run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieWr
     parts = [t for s in task.slices for t in reader.read_slice(_slice(storage, task.partition_path, s))]
     rows = pa.concat_tables(parts) if parts else schema.empty_table()
     rows = sort_rows(rows, task.sort_columns, task.layout)
-    row_bytes = rows.nbytes / rows.num_rows if rows.num_rows else 0.0
-    # Parquet compresses; Arrow bytes overestimate the file size by about the compression ratio (~3x for gzip).
-    sizes = _split_sizes(rows.num_rows, row_bytes / 3, task.num_output_groups, task.target_file_bytes)
+    # Bytes a row takes on storage: from the input files (`size_hint`) when known, else Arrow's in-memory size
+    # over a typical Parquet compression ratio.
+    if rows.num_rows and task.size_hint > 0:
+        row_bytes = task.size_hint / rows.num_rows
+    else:
+        row_bytes = rows.nbytes / rows.num_rows / 3 if rows.num_rows else 0.0
+    sizes = _split_sizes(rows.num_rows, row_bytes, task.num_output_groups, task.target_file_bytes)
     stats: list[HoodieWriteStat] = []
     written: list[str] = []
     offset = 0
