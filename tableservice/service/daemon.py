@@ -29,6 +29,7 @@ from tableservice.hudi.failed_writes import FailedWritesPolicy
 from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.metrics import Metrics, new_metrics
 from tableservice.service.http import HealthState, serve_http, service_routes
+from tableservice.service.scheduler import PriorityCapacity
 from tableservice.service.table_worker import RunningActions, TableSettings, TableWorker
 from tableservice.storage import Storage, StorageOptions
 
@@ -105,7 +106,7 @@ class Daemon:
         self._owns_executor = executor is None
         self.locks = lock_provider(config)
         self.running = RunningActions()
-        self.limiter = anyio.CapacityLimiter(config.service.max_concurrent_actions)
+        self.capacity = PriorityCapacity(config.service.max_concurrent_actions)
         self.tables: dict[str, _TableTask] = {}
         self.stopping = False
         self._stop_event = anyio.Event()
@@ -233,7 +234,7 @@ class Daemon:
         old_service = self.config.service
         self.config = new
         if new.service.max_concurrent_actions != old_service.max_concurrent_actions:
-            self.limiter.total_tokens = new.service.max_concurrent_actions
+            self.capacity.set_total(new.service.max_concurrent_actions)
         await self._sync_tables(tg)
         log.info("configuration reloaded: %d tables", len(self.tables))
 
@@ -291,7 +292,9 @@ class Daemon:
             )
             failed: list[tuple[str, TableServiceError]] = []
             if due and not self.stopping:
-                async with self.limiter:
+                # Oldest pending work first across tables; newly due work after every pending action.
+                priority = min((str(p["instant"]) for p in status.pending), default="9" * 17)
+                async with self.capacity.slot(priority):
                     if self.stopping:
                         return
                     result = await anyio.to_thread.run_sync(self._pass_in_thread, worker)
