@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tableservice.config_schema import ConfigIssue, ConfigIssues, issue, placement_hint, suggest
+from tableservice.planning.clustering_policy import ClusteringPolicy
 from tableservice.planning.policy import CompactionPolicy
 
 HudiValue = str | int | float | bool
@@ -75,11 +76,33 @@ def _validate_failed_writes(values: Mapping[str, HudiValue]) -> Mapping[str, Hud
     return out
 
 
+# --- clustering: planning's ClusteringPolicy ---------------------------------------------------------------------
+
+_CLUSTERING_SWITCH = "tableservice.clustering.enabled"
+
+
+def _clustering_keys() -> frozenset[str]:
+    return (frozenset(ClusteringPolicy.keys()) | ClusteringPolicy.ignored_keys()) - {_CLUSTERING_SWITCH}
+
+
+def _validate_clustering(values: Mapping[str, HudiValue]) -> Mapping[str, HudiValue]:
+    policy = ClusteringPolicy.model_validate(
+        {k: v for k, v in values.items() if k not in ClusteringPolicy.ignored_keys()}
+    )
+    dumped: dict[str, HudiValue] = policy.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    dumped.update({k: v for k, v in values.items() if k in ClusteringPolicy.ignored_keys()})
+    return dumped
+
+
 _BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
     "compaction": (_validate_compaction, _compaction_keys),
+    "clustering": (_validate_clustering, _clustering_keys),
     "failed_writes": (_validate_failed_writes, _failed_writes_keys),
 }
-_RENAMED: dict[str, str] = {_COMPACTION_SWITCH: "set `schedule` (or `enabled`) in this section instead"}
+_RENAMED: dict[str, str] = {
+    _COMPACTION_SWITCH: "set `schedule` (or `enabled`) in this section instead",
+    _CLUSTERING_SWITCH: "set `schedule` in this section instead",
+}
 
 _validators: dict[str, PolicyValidator] = {}
 _known_keys: dict[str, frozenset[str]] = {}
@@ -240,7 +263,32 @@ class FailedWritesPolicySettings(ServicePolicy):
         return policy, int(values[HEARTBEAT_INTERVAL]), int(values[HEARTBEAT_MISSES])
 
 
-_PLANNED_SERVICES = ("clean", "clustering", "archival")
+class ClusteringPolicySettings(ServicePolicy):
+    """`clustering`: execute pending clustering plans (ours and writers'); schedule new ones only when asked
+    (`schedule: true`), as Hudi's clustering is off by default."""
+
+    service: ClassVar[str] = "clustering"
+
+    @classmethod
+    def config_extra_keys(cls) -> Collection[str]:
+        """The keys the example documents: those that change plans (Hudi keys accepted and ignored are not)."""
+        return sorted(set(ClusteringPolicy.keys()) - {_CLUSTERING_SWITCH})
+
+    schedule: bool = False
+    """Schedule new clustering plans when the trigger says so (Hudi: hoodie.clustering.async.enabled)."""
+    execute: bool = True
+    """Execute pending clustering plans."""
+
+    def policy(self) -> ClusteringPolicy:
+        values = {k: v for k, v in self.hudi_options().items() if k not in ClusteringPolicy.ignored_keys()}
+        return ClusteringPolicy.model_validate({**values, _CLUSTERING_SWITCH: self.enabled and self.schedule})
+
+    @property
+    def executes(self) -> bool:
+        return self.enabled and self.execute
+
+
+_PLANNED_SERVICES = ("clean", "archival")
 
 
 class PolicySet(BaseModel):
@@ -252,6 +300,7 @@ class PolicySet(BaseModel):
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
     compaction: CompactionPolicySettings = CompactionPolicySettings()
+    clustering: ClusteringPolicySettings = ClusteringPolicySettings()
     failed_writes: FailedWritesPolicySettings = FailedWritesPolicySettings()
 
     @model_validator(mode="before")

@@ -66,8 +66,10 @@ def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
 
 
 def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
-    section = config.effective_policy(entry).compaction
-    policy, interval_ms, misses = config.effective_policy(entry).failed_writes.settings()
+    policies = config.effective_policy(entry)
+    section = policies.compaction
+    clustering = policies.clustering
+    policy, interval_ms, misses = policies.failed_writes.settings()
     return TableSettings(
         uri=entry.uri,
         name=entry.name,
@@ -77,6 +79,9 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         # Twice Hudi's wait: long enough to take over from a holder whose lease ran out (DynamoDB).
         lock_timeout_s=2 * config.effective_locks(entry).wait_time_ms / 1000,
         failed_writes=FailedWritesPolicy(policy),
+        clustering_schedule=clustering.enabled and clustering.schedule,
+        clustering_execute=clustering.executes,
+        clustering_policy=clustering.policy(),
         heartbeat_interval_ms=interval_ms,
         heartbeat_tolerable_misses=misses,
     )
@@ -288,7 +293,9 @@ class Daemon:
             due = (
                 bool(pending)
                 or await anyio.to_thread.run_sync(worker.has_failed_writes)
+                or await anyio.to_thread.run_sync(worker.has_pending_clustering)
                 or await anyio.to_thread.run_sync(worker.compaction_due)
+                or await anyio.to_thread.run_sync(worker.clustering_due)
             )
             failed: list[tuple[str, TableServiceError]] = []
             if due and not self.stopping:

@@ -21,7 +21,15 @@ from tableservice.hudi.rollback import resume_pending_rollbacks, rollback
 from tableservice.hudi.table import HudiTable
 from tableservice.locks import LockHandle, LockProvider
 from tableservice.metrics import Metrics
+from tableservice.planning.clustering_policy import ClusteringPolicy
+from tableservice.planning.clustering_trigger import clustering_due
 from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.clustering import (
+    ClusteringResult,
+    execute_clustering,
+    pending_clustering,
+    schedule_clustering,
+)
 from tableservice.service.compaction import (
     ActionHooks,
     CompactionResult,
@@ -48,6 +56,9 @@ class TableSettings:
     compaction_policy: CompactionPolicy
     lock_timeout_s: float = 60.0
     failed_writes: FailedWritesPolicy = FailedWritesPolicy.LAZY
+    clustering_schedule: bool = False
+    clustering_execute: bool = True
+    clustering_policy: ClusteringPolicy = field(default_factory=ClusteringPolicy)
     heartbeat_interval_ms: int = 60_000
     heartbeat_tolerable_misses: int = 2
 
@@ -77,6 +88,7 @@ class TableStatus:
 class PassResult:
     scheduled: list[str] = field(default_factory=list)
     completed: list[CompactionResult] = field(default_factory=list)
+    clustered: list[ClusteringResult] = field(default_factory=list)
     rolled_back: list[str] = field(default_factory=list)
     failed: list[tuple[str, TableServiceError]] = field(default_factory=list)
 
@@ -198,6 +210,13 @@ class TableWorker:
             if self.metrics is not None:
                 oldest = _age_seconds(compactions[0], config.timezone_name) if compactions else 0.0
                 self.metrics.set_pending(self.label, "compaction", count=len(compactions), oldest_age_seconds=oldest)
+                clusterings = [i for i in pending if table.is_clustering(i)]
+                self.metrics.set_pending(
+                    self.label,
+                    "clustering",
+                    count=len(clusterings),
+                    oldest_age_seconds=_age_seconds(clusterings[0], config.timezone_name) if clusterings else 0.0,
+                )
                 self.metrics.set_unsupported(
                     self.label,
                     None if unsupported is None else "metadata_table",
@@ -243,7 +262,8 @@ class TableWorker:
     # --- one pass ----------------------------------------------------------------------------------
 
     def run_pass(self, *, allow_schedule: bool = True, stop: Callable[[], bool] = lambda: False) -> PassResult:
-        """Execute pending compactions (oldest first), then schedule one when due and execute it."""
+        """One pass, in Hudi's order: roll back failed writes; compaction (execute pending plans oldest first,
+        then schedule one when due and run it; merge-on-read tables); clustering (the same)."""
         result = PassResult()
         pending = self.poll()
         table = self._open()
@@ -252,13 +272,25 @@ class TableWorker:
         ctx = self._context(table)
         resume_pending_rollbacks(table, lock=ctx.lock_factory())
         self._roll_back_failed_writes(ctx, result)
-        if not table.config.is_mor:
-            return result
+        if table.config.is_mor:
+            self._compaction_pass(ctx, pending, result, allow_schedule, stop)
+        self._clustering_pass(ctx, result, allow_schedule, stop)
+        self.poll()
+        return result
+
+    def _compaction_pass(
+        self,
+        ctx: TableContext,
+        pending: list[Instant],
+        result: PassResult,
+        allow_schedule: bool,
+        stop: Callable[[], bool],
+    ) -> None:
         s = self.settings
         if s.compaction_execute:
             for instant in pending:
                 if stop():
-                    return result
+                    return
                 self._execute(ctx, instant.requested_time, result)
         if s.compaction_schedule and s.compaction_policy.enabled and allow_schedule and not stop():
             scheduled = schedule_compaction(ctx, s.compaction_policy)
@@ -268,8 +300,68 @@ class TableWorker:
                     self.metrics.action_scheduled(self.label, "compaction")
                 if s.compaction_execute and not stop():
                     self._execute(ctx, scheduled.requested_time, result)
-        self.poll()
-        return result
+
+    def has_pending_clustering(self) -> bool:
+        table = self._open()
+        return any(table.is_clustering(i) for i in table.timeline().pending())
+
+    def clustering_due(self) -> bool:
+        s = self.settings
+        table = self._open()
+        if not (s.clustering_schedule and s.clustering_policy.enabled) or table.config.has_metadata_table:
+            return False
+        return clustering_due(table, table.timeline(), s.clustering_policy)[0]
+
+    def _clustering_pass(
+        self, ctx: TableContext, result: PassResult, allow_schedule: bool, stop: Callable[[], bool]
+    ) -> None:
+        s = self.settings
+        if s.clustering_execute:
+            for instant in pending_clustering(ctx.table, ctx.table.reload()):
+                if stop():
+                    return
+                self._leased(ctx, "clustering", instant.requested_time, result)
+        if s.clustering_schedule and s.clustering_policy.enabled and allow_schedule and not stop():
+            scheduled = schedule_clustering(ctx, s.clustering_policy)
+            if scheduled is not None:
+                result.scheduled.append(scheduled.requested_time)
+                if self.metrics is not None:
+                    self.metrics.action_scheduled(self.label, "clustering")
+                if s.clustering_execute and not stop():
+                    self._leased(ctx, "clustering", scheduled.requested_time, result)
+
+    def _leased(self, ctx: TableContext, action: str, instant_time: str, result: PassResult) -> None:
+        """Run one clustering under its executor lease (skip when another replica holds it)."""
+        lease = self.locks.lease(ctx.table.name, ctx.table.base_path, f"{action}-{instant_time}")
+        try:
+            handle = lease.acquire(0.0)
+        except LockError:
+            return
+        key = f"{self.settings.uri}#{instant_time}"
+        self.running.add(key, job_tag(ctx.table.name, action, instant_time))
+        self.status.running = f"{action} {instant_time}"
+        try:
+            current = ctx.table.reload().get(instant_time)
+            if current is None or current.is_completed:
+                return
+            done = execute_clustering(ctx, instant_time, self.settings.clustering_policy, lease=handle)
+        except TableServiceError as e:
+            result.failed.append((instant_time, e))
+            if self.metrics is not None:
+                self.metrics.action_failed(self.label, action)
+                self.metrics.table_error(self.label, e)
+            log.error("%s failed: %s", action, e, extra={"table": self.label, "instant": instant_time})
+            return
+        finally:
+            self.running.remove(key)
+            self.status.running = None
+            lease.release(handle)
+        result.clustered.append(done)
+        if self.metrics is not None:
+            self.metrics.action_completed(self.label, action, duration_seconds=done.seconds)
+            self.metrics.record_io(
+                self.label, action, bytes_written=done.bytes_written, records_written=done.records_written
+            )
 
     def _roll_back_failed_writes(self, ctx: TableContext, result: PassResult) -> None:
         s = self.settings

@@ -1,0 +1,216 @@
+"""Clustering actions on one table: schedule a plan when due, execute a pending plan on Spark, complete it as a
+replace commit in the table version's action names (v6: `replacecommit.requested/inflight` → `replacecommit`;
+v8+: `clustering.requested/inflight` → `replacecommit`).
+
+Locks as for compaction: instant generation + plan write; conflict check + completed-instant write. The conflict
+check refuses to complete when a write that completed after the plan touched or replaced an input file group.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+
+from tableservice.errors import ConflictError, InvalidPlanError, UnsupportedTableError
+from tableservice.executors.spark import job_tag
+from tableservice.hudi.clustering import ClusteringTask, clustering_commit_metadata
+from tableservice.hudi.compaction import start_attempt
+from tableservice.hudi.instant import Instant, State
+from tableservice.hudi.models import HoodieWriteStat, encode_commit_metadata
+from tableservice.hudi.rollback import rollback
+from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
+from tableservice.hudi.table import HudiTable
+from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.write.markers import Heartbeat, delete_markers
+from tableservice.locks import LockHandle
+from tableservice.planning.clustering import clustering_action, encode_requested_clustering, plan_clustering
+from tableservice.planning.clustering_policy import ClusteringPolicy, LayoutOptimizationStrategy
+from tableservice.planning.clustering_trigger import clustering_due
+from tableservice.planning.clustering_validate import ClusteringGroupInput, validate_clustering_plan
+from tableservice.service.compaction import TableContext, _reconcile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClusteringResult:
+    instant: Instant
+    stats: tuple[HoodieWriteStat, ...]
+    replaced: dict[str, tuple[str, ...]]
+    seconds: float
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(s.total_write_bytes or 0 for s in self.stats)
+
+    @property
+    def records_written(self) -> int:
+        return sum(s.num_writes or 0 for s in self.stats)
+
+
+def _check_supported(table: HudiTable) -> None:
+    if table.config.has_metadata_table:
+        raise UnsupportedTableError(
+            "table has a metadata table (hoodie.table.metadata.partitions); it is left unchanged until the metadata "
+            "table is maintained",
+            table=table.name,
+            path=table.config.path,
+        )
+
+
+def pending_clustering(table: HudiTable, timeline: Timeline) -> list[Instant]:
+    return [i for i in timeline.pending() if table.is_clustering(i)]
+
+
+def schedule_clustering(
+    ctx: TableContext, policy: ClusteringPolicy, *, force: bool = False, instant_time: str | None = None
+) -> Instant | None:
+    table = ctx.table
+    _check_supported(table)
+    timeline = table.reload()
+    if not force:
+        due, reason = clustering_due(table, timeline, policy)
+        if not due:
+            log.debug("clustering not due: %s", reason, extra={"table": table.name})
+            return None
+    with ctx.locked():
+        timeline = table.reload()
+        t = instant_time if instant_time is not None else table.active.new_instant_time(timeline)
+        if any(t <= x for x in timeline.all_times()):
+            raise InvalidPlanError(f"instant {t} is not above every instant on the timeline", table=table.name)
+        plan = plan_clustering(table, t, policy, timeline=timeline)
+        if plan is None:
+            return None
+        instant = table.active.create_requested(
+            t,
+            clustering_action(table.config.version),
+            encode_requested_clustering(plan, table_version=table.config.version),
+        )
+    log.info(
+        "scheduled clustering of %d groups", len(plan.input_groups or ()), extra={"table": table.name, "instant": t}
+    )
+    return instant
+
+
+def _tasks(
+    ctx: TableContext,
+    instant: Instant,
+    groups: list[ClusteringGroupInput],
+    timeline: Timeline,
+    policy: ClusteringPolicy,
+) -> list[ClusteringTask]:
+    table = ctx.table
+    schema = table.latest_schema(timeline)
+    if schema is None:
+        raise InvalidPlanError("table has no schema", table=table.name)
+    plan = table.clustering_plan(instant)
+    params = (plan.strategy.strategy_params if plan.strategy else None) or {}
+    sort_columns = tuple(
+        c.strip() for c in params.get("hoodie.clustering.plan.strategy.sort.columns", "").split(",") if c.strip()
+    )
+    layout = "z-order" if policy.layout_strategy is LayoutOptimizationStrategy.Z_ORDER else "linear"
+    first = timeline.first()
+    return [
+        ClusteringTask(
+            table_name=table.name,
+            base_path=table.base_path,
+            table_version=table.config.version,
+            properties=dict(table.config.properties),
+            avro_schema=add_meta_fields(schema),
+            instant_time=instant.requested_time,
+            partition_path=g.partition,
+            slices=g.slices,
+            num_output_groups=g.num_output_file_groups,
+            target_file_bytes=policy.target_file_max_bytes,
+            sort_columns=sort_columns,
+            layout=layout,
+            completed_instants=tuple(i.requested_time for i in timeline.completed()),
+            timeline_start=first.requested_time if first else None,
+            compression=ctx.compression,
+            size_hint=g.input_bytes,
+            group_index=g.index,
+        )
+        for g in groups
+    ]
+
+
+def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, groups: list[ClusteringGroupInput]) -> None:
+    inputs = {fg for g in groups for fg in g.file_group_ids}
+    for other in latest.completed_writes():
+        if other.requested_time == instant.requested_time:
+            continue
+        done = other.completion_time or other.requested_time
+        if done <= instant.requested_time:
+            continue
+        md = table.commit_metadata(other)
+        touched = {(s.partition_path or "", s.file_id or "") for s in md.write_stats()}
+        replaced = getattr(md, "partition_to_replace_file_ids", None) or {}
+        touched |= {(p, f) for p, fids in replaced.items() for f in fids}
+        clash = touched & inputs
+        if clash:
+            raise ConflictError(
+                f"{other} wrote file groups {sorted(clash)[:3]} under clustering {instant.requested_time}",
+                table=table.name,
+            )
+
+
+def execute_clustering(
+    ctx: TableContext, instant_time: str, policy: ClusteringPolicy, *, lease: LockHandle | None = None
+) -> ClusteringResult:
+    started = time.monotonic()
+    table = ctx.table
+    _check_supported(table)
+    timeline = table.reload()
+    instant = timeline.get(instant_time)
+    if instant is None or instant.is_completed or not table.is_clustering(instant):
+        raise InvalidPlanError(f"no pending clustering at {instant_time}", table=table.name)
+    if instant.state is State.INFLIGHT:
+        rollback(table, instant, lock=ctx.lock_factory())
+        timeline = table.reload()
+        current = timeline.get(instant_time)
+        assert current is not None
+        instant = current
+    plan = table.clustering_plan(instant)
+    plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
+    groups = validate_clustering_plan(table, instant, plan, plan_file=plan_file, timeline=timeline)
+    tasks = _tasks(ctx, instant, groups, timeline, policy)
+    instant = table.active.transition_to_inflight(instant)
+    attempt = start_attempt(table.storage, table.base_path, instant_time)
+    tasks = [replace(t, attempt_id=attempt) for t in tasks]
+    heartbeat = Heartbeat(table.storage, table.base_path, instant_time, ctx.heartbeat_interval_ms).start()
+    try:
+        stats = ctx.executor.run_tasks(
+            tasks,
+            tag=job_tag(table.name, "clustering", instant_time),
+            description=f"clustering {table.name} {instant_time}",
+            storage_options=ctx.storage_options,
+        )
+        _reconcile(ctx, instant, stats, {g.partition for g in groups})
+        replaced: dict[str, list[str]] = {}
+        for g in groups:
+            replaced.setdefault(g.partition, []).extend(s.file_id for s in g.slices)
+        replaced_t = {p: tuple(v) for p, v in replaced.items()}
+        schema = table.latest_schema(timeline)
+        metadata = clustering_commit_metadata(stats, replaced_t, avro_schema_to_json(schema or {}))
+        with ctx.locked() as handle:
+            latest = table.reload()
+            _check_conflicts(table, latest, instant, groups)
+            handle.check()
+            if lease is not None:
+                lease.check()
+            done = table.active.transition_to_completed(
+                instant, encode_commit_metadata(metadata, table_version=table.config.version), timeline=latest
+            )
+        delete_markers(table.storage, table.base_path, instant_time)
+    finally:
+        heartbeat.stop()
+    seconds = time.monotonic() - started
+    log.info(
+        "completed clustering of %d groups into %d files in %.1fs",
+        len(groups),
+        len(stats),
+        seconds,
+        extra={"table": table.name, "instant": instant_time},
+    )
+    return ClusteringResult(done, tuple(stats), replaced_t, seconds)
