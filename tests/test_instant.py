@@ -104,3 +104,22 @@ def test_build_timeline_reconciles_compaction_and_clustering() -> None:
     assert by["20250103000000000"] == Instant("20250103000000000", Action.COMMIT, State.INFLIGHT)
     assert [i.requested_time for i in tl.pending_compactions()] == ["20250104000000000"]
     assert tl.completion_time("20250102000000000") == "20250102000001000"
+
+
+def test_savepoint_keeps_its_commit_visible() -> None:
+    names = [
+        "20250101000000000.commit.requested", "20250101000000000.inflight",
+        "20250101000000000_20250101000001000.commit",
+        "20250101000000000.savepoint.inflight", "20250101000000000_20250101000009000.savepoint",
+        "20250102000000000.commit.requested", "20250102000000000.inflight",
+        "20250102000000000_20250102000001000.commit",
+    ]
+    tl = build_timeline([_fi(n) for n in names], 2)
+    assert [(i.requested_time, i.action) for i in tl] == [
+        ("20250101000000000", Action.COMMIT), ("20250101000000000", Action.SAVEPOINT),
+        ("20250102000000000", Action.COMMIT)]
+    assert tl.get("20250101000000000") == Instant("20250101000000000", Action.COMMIT, State.COMPLETED)
+    assert [i.requested_time for i in tl.savepoints()] == ["20250101000000000"]
+    # The savepointed commit stays active; the commits timeline starts after it for archival purposes.
+    assert tl.commits_start() == "20250102000000000"
+    assert tl.is_before_start("20241231000000000")

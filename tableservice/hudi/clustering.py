@@ -66,6 +66,7 @@ class ClusteringTask:
     group_index: int = 0
     extra: dict[str, str] = field(default_factory=dict)
     kind: str = "clustering"
+    pending_instants: tuple[str, ...] = ()  # never treated as archived
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -74,8 +75,8 @@ class ClusteringTask:
     def from_json(cls, text: str) -> ClusteringTask:
         data = json.loads(text)
         data["slices"] = tuple(SliceInput(**{**s, "log_files": tuple(s["log_files"])}) for s in data["slices"])
-        for key in ("sort_columns", "completed_instants"):
-            data[key] = tuple(data[key])
+        for key in ("sort_columns", "completed_instants", "pending_instants"):
+            data[key] = tuple(data.get(key, ()))
         return cls(**data)
 
 
@@ -151,7 +152,11 @@ def run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieWr
         merge_config=merge_config_from_properties(task.properties, task.table_version),
         schema=schema,
         block_filter=BlockFilter(
-            task.table_version, frozenset(task.completed_instants), task.timeline_start, as_of=task.instant_time
+            task.table_version,
+            frozenset(task.completed_instants),
+            task.timeline_start,
+            as_of=task.instant_time,
+            pending=frozenset(task.pending_instants),
         ),
     )
     parts = [t for s in task.slices for t in reader.read_slice(_slice(storage, task.partition_path, s))]

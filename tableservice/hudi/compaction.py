@@ -57,6 +57,7 @@ class CompactionTask:
     attempt_id: str = ""  # fencing: the attempt this task belongs to (see `attempt_file`)
     extra: dict[str, str] = field(default_factory=dict)
     kind: str = "compaction"
+    pending_instants: tuple[str, ...] = ()  # never treated as archived
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -66,6 +67,7 @@ class CompactionTask:
         data = json.loads(text)
         data["log_files"] = tuple(data["log_files"])
         data["completed_instants"] = tuple(data["completed_instants"])
+        data["pending_instants"] = tuple(data.get("pending_instants", ()))
         return cls(**data)
 
     @property
@@ -115,7 +117,11 @@ def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteSt
         merge_config=merge_config_from_properties(task.properties, task.table_version),
         schema=schema,
         block_filter=BlockFilter(
-            task.table_version, frozenset(task.completed_instants), task.timeline_start, as_of=task.instant_time
+            task.table_version,
+            frozenset(task.completed_instants),
+            task.timeline_start,
+            as_of=task.instant_time,
+            pending=frozenset(task.pending_instants),
         ),
     )
     slice_ = _slice_of(task, storage)

@@ -170,8 +170,8 @@ class FileSystemView:
         self._completion_time = completion_time
         completed = timeline.completed()
         self._completed_times = {i.requested_time: i.completion_time for i in completed}
-        first = timeline.first()
-        self._timeline_start = first.requested_time if first else None
+        self._timeline_start = timeline.commits_start()
+        self._pending_times = frozenset(i.requested_time for i in timeline.pending())
         self._groups: dict[str, list[FileGroup]] = {
             p: self._build_partition(p, files) for p, files in partition_files.items()
         }
@@ -179,7 +179,7 @@ class FileSystemView:
     # --- committed checks --------------------------------------------------------------------------
 
     def _archived(self, t: str) -> bool:
-        return self._timeline_start is not None and t < self._timeline_start
+        return self._timeline_start is not None and t < self._timeline_start and t not in self._pending_times
 
     def _within(self, t: str) -> bool:
         return self.as_of is None or t <= self.as_of

@@ -63,15 +63,16 @@ class BlockFilter:
     completed: frozenset[str]
     timeline_start: str | None
     as_of: str | None = None
+    pending: frozenset[str] = frozenset()  # instants still pending on the active timeline are never archived
 
     @classmethod
     def for_timeline(cls, table_version: int, timeline: Timeline, as_of: str | None = None) -> BlockFilter:
-        first = timeline.first()
         return cls(
             table_version,
             frozenset(i.requested_time for i in timeline.completed()),
-            first.requested_time if first else None,
+            timeline.commits_start(),
             as_of,
+            frozenset(i.requested_time for i in timeline.pending()),
         )
 
     def visible(self, instant: str | None) -> bool:
@@ -81,7 +82,9 @@ class BlockFilter:
             return False
         if self.table_version >= 8:
             return True
-        return instant in self.completed or (self.timeline_start is not None and instant < self.timeline_start)
+        return instant in self.completed or (
+            self.timeline_start is not None and instant < self.timeline_start and instant not in self.pending
+        )
 
 
 @dataclass

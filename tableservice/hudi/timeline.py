@@ -111,9 +111,23 @@ class Timeline:
         return i is not None and i.is_completed
 
     def is_before_start(self, requested_time: str) -> bool:
-        """True when `requested_time` is older than every instant on the active timeline (archived)."""
+        """True when `requested_time` is older than the start of the active commits timeline (archived)."""
+        start = self.commits_start()
+        return start is not None and requested_time < start and self.get(requested_time) is None
+
+    def commits_start(self) -> str | None:
+        """Where the active commits timeline starts, as Hudi decides what is archived: the first completed write
+        that is not savepointed (savepointed commits stay active while older ones are archived), else the first
+        completed write, else the first instant. Data files older than this are committed and archived."""
+        writes = self.completed_writes().instants
+        saved = {i.requested_time for i in self.savepoints()}
+        for i in writes:
+            if i.requested_time not in saved:
+                return i.requested_time
+        if writes:
+            return writes[0].requested_time
         first = self.first()
-        return first is not None and requested_time < first.requested_time
+        return first.requested_time if first else None
 
     def completion_time(self, requested_time: str) -> str | None:
         i = self.get(requested_time)
@@ -131,10 +145,11 @@ def build_timeline(files: Iterable[FileInfo], layout_version: int) -> Timeline:
 
     A completed `commit` whose requested file is `compaction.requested` is a completed compaction (and
     `replacecommit` after `clustering.requested` a completed clustering): the instant keeps the action it
-    was requested as, so that its file names can be derived again.
+    was requested as, so that its file names can be derived again. A savepoint carries the time of the commit it
+    keeps, so savepoint files are reconciled apart from the other files of that time.
     """
-    latest: dict[str, Instant] = {}
-    requested_action: dict[str, Action] = {}
+    latest: dict[tuple[str, bool], Instant] = {}
+    requested_action: dict[tuple[str, bool], Action] = {}
     mtimes: dict[str, int] = {}
     for fi in files:
         if fi.is_dir:
@@ -142,19 +157,20 @@ def build_timeline(files: Iterable[FileInfo], layout_version: int) -> Timeline:
         parsed = parse_instant_file_name(fi.name)
         if parsed is None:
             continue
-        t = parsed.requested_time
+        key = (parsed.requested_time, parsed.action is Action.SAVEPOINT)
         if parsed.state is not State.COMPLETED:
-            known = requested_action.get(t)
+            known = requested_action.get(key)
             if known is None or _more_specific(parsed.action, known):
-                requested_action[t] = parsed.action
-        else:
-            mtimes[t] = fi.mtime_ms
-        cur = latest.get(t)
+                requested_action[key] = parsed.action
+        elif not key[1]:
+            mtimes[parsed.requested_time] = fi.mtime_ms
+        cur = latest.get(key)
         if cur is None or parsed.state > cur.state:
-            latest[t] = parsed
+            latest[key] = parsed
     out = []
-    for t, inst in latest.items():
-        original = requested_action.get(t)
+    for key, inst in latest.items():
+        t = key[0]
+        original = requested_action.get(key)
         if original is not None and inst.is_completed and inst.completed_action(layout_version) is not original:
             if (
                 Instant(t, original, State.COMPLETED, inst.completion_time).completed_action(layout_version)

@@ -110,7 +110,6 @@ def _tasks(
         c.strip() for c in params.get("hoodie.clustering.plan.strategy.sort.columns", "").split(",") if c.strip()
     )
     layout = "z-order" if policy.layout_strategy is LayoutOptimizationStrategy.Z_ORDER else "linear"
-    first = timeline.first()
     return [
         ClusteringTask(
             table_name=table.name,
@@ -126,7 +125,8 @@ def _tasks(
             sort_columns=sort_columns,
             layout=layout,
             completed_instants=tuple(i.requested_time for i in timeline.completed()),
-            timeline_start=first.requested_time if first else None,
+            timeline_start=timeline.commits_start(),
+            pending_instants=tuple(i.requested_time for i in timeline.pending()),
             compression=ctx.compression,
             size_hint=g.input_bytes,
             group_index=g.index,

@@ -149,7 +149,6 @@ def _tasks(
     if schema is None:
         raise InvalidPlanError("table has no schema", table=table.name)
     full = add_meta_fields(schema)
-    first = timeline.first()
     completed = tuple(i.requested_time for i in timeline.completed())
     return [
         CompactionTask(
@@ -165,7 +164,8 @@ def _tasks(
             base_file=op.base_file,
             log_files=op.log_files,
             completed_instants=completed,
-            timeline_start=first.requested_time if first else None,
+            timeline_start=timeline.commits_start(),
+            pending_instants=tuple(i.requested_time for i in timeline.pending()),
             compression=ctx.compression,
             size_hint=int((op.operation.metrics or {}).get("TOTAL_IO_READ_MB", 0) * 1024 * 1024),
         )
