@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tableservice.config_schema import ConfigIssue, ConfigIssues, issue, placement_hint, suggest
+from tableservice.planning.archival import ArchivalPolicy
+from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.clustering_policy import ClusteringPolicy
 from tableservice.planning.policy import CompactionPolicy
 
@@ -94,7 +96,33 @@ def _validate_clustering(values: Mapping[str, HudiValue]) -> Mapping[str, HudiVa
     return dumped
 
 
+# --- clean and archival: planning's CleanPolicy and ArchivalPolicy ---------------------------------------------------
+
+_CLEAN_SWITCH = "tableservice.clean.enabled"
+
+
+def _model_validator(model: Any, switch: str | None) -> tuple[PolicyValidator, Callable[[], frozenset[str]]]:
+    def validate(values: Mapping[str, HudiValue]) -> Mapping[str, HudiValue]:
+        dumped: dict[str, HudiValue] = model.model_validate(dict(values)).model_dump(
+            mode="json", by_alias=True, exclude_unset=True
+        )
+        return dumped
+
+    def keys() -> frozenset[str]:
+        return frozenset(model.keys()) - ({switch} if switch else set())
+
+    return validate, keys
+
+
+def _archival_keys() -> frozenset[str]:
+    """The archival section's own keys (the cleaner's and compaction's keys live in those sections)."""
+    hudi_keys: dict[str, str] = ArchivalPolicy.keys()
+    return frozenset(k for k in hudi_keys if not k.startswith(("hoodie.cleaner.", "hoodie.compact.")))
+
+
 _BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
+    "clean": _model_validator(CleanPolicy, _CLEAN_SWITCH),
+    "archival": (_model_validator(ArchivalPolicy, None)[0], lambda: _archival_keys()),
     "compaction": (_validate_compaction, _compaction_keys),
     "clustering": (_validate_clustering, _clustering_keys),
     "failed_writes": (_validate_failed_writes, _failed_writes_keys),
@@ -102,6 +130,7 @@ _BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
 _RENAMED: dict[str, str] = {
     _COMPACTION_SWITCH: "set `schedule` (or `enabled`) in this section instead",
     _CLUSTERING_SWITCH: "set `schedule` in this section instead",
+    _CLEAN_SWITCH: "set `schedule` (or `enabled`) in this section instead",
 }
 
 _validators: dict[str, PolicyValidator] = {}
@@ -288,7 +317,49 @@ class ClusteringPolicySettings(ServicePolicy):
         return self.enabled and self.execute
 
 
-_PLANNED_SERVICES = ("clean", "archival")
+class CleanPolicySettings(ServicePolicy):
+    """`clean`: schedule cleans when due (`hoodie.clean.max.commits` commits since the last one) and execute
+    pending cleans (ours and writers')."""
+
+    service: ClassVar[str] = "clean"
+
+    schedule: bool = True
+    execute: bool = True
+
+    def policy(self) -> CleanPolicy:
+        return CleanPolicy.model_validate({**self.hudi_options(), _CLEAN_SWITCH: self.enabled and self.schedule})
+
+    @property
+    def executes(self) -> bool:
+        return self.enabled and self.execute
+
+
+class ArchivalPolicySettings(ServicePolicy):
+    """`archival`: keep the active timeline between `hoodie.keep.min.commits` and `hoodie.keep.max.commits`."""
+
+    service: ClassVar[str] = "archival"
+
+    def policy(
+        self, clean: CleanPolicySettings | None = None, compaction: CompactionPolicySettings | None = None
+    ) -> ArchivalPolicy:
+        """The archival policy; the cleaner's and the compaction trigger's keys, which move Hudi's archival
+        bounds, come from those services' sections."""
+        values: dict[str, Any] = {}
+        if clean is not None:
+            values.update({k: v for k, v in clean.hudi_options().items() if k.startswith("hoodie.cleaner.")})
+        if compaction is not None:
+            values.update(
+                {
+                    k: v
+                    for k, v in compaction.hudi_options().items()
+                    if k in ("hoodie.compact.inline.trigger.strategy", "hoodie.compact.inline.max.delta.commits")
+                }
+            )
+        values.update(self.hudi_options())
+        return ArchivalPolicy.from_mapping(values)
+
+
+_PLANNED_SERVICES: tuple[str, ...] = ()
 
 
 class PolicySet(BaseModel):
@@ -301,6 +372,8 @@ class PolicySet(BaseModel):
 
     compaction: CompactionPolicySettings = CompactionPolicySettings()
     clustering: ClusteringPolicySettings = ClusteringPolicySettings()
+    clean: CleanPolicySettings = CleanPolicySettings()
+    archival: ArchivalPolicySettings = ArchivalPolicySettings()
     failed_writes: FailedWritesPolicySettings = FailedWritesPolicySettings()
 
     @model_validator(mode="before")

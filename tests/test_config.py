@@ -143,8 +143,8 @@ BAD: list[tuple[str, str, dict[str, str], list[str]]] = [
         "defaults.compaction.hoodie.compact.inline.max.delta.comits", "hoodie.compact.inline.max.delta.commits"]),
     ("lock key among compaction keys", "defaults:\n  compaction:\n    hoodie.write.lock.provider: zookeeper\n", {}, [
         "defaults.compaction.hoodie.write.lock.provider", "lock keys go in `locks`"]),
-    ("service not there yet", "defaults:\n  clean:\n    hoodie.clean.commits.retained: 10\n", {}, [
-        "defaults.clean", "not configurable yet"]),
+    ("mistyped clean key", "defaults:\n  clean:\n    hoodie.clean.commits.retained: 10\n", {}, [
+        "defaults.clean.hoodie.clean.commits.retained", "did you mean 'hoodie.cleaner.commits.retained'"]),
     ("mistyped per-table lock key",
      "tables:\n  - uri: /a\n    locks:\n      hoodie.write.lock.zookeeper.lock_kee: t\n", {}, [
         "tables[0].locks.hoodie.write.lock.zookeeper.lock_kee", "did you mean 'hoodie.write.lock.zookeeper.lock_key'"]),

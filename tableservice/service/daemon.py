@@ -69,6 +69,7 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
     policies = config.effective_policy(entry)
     section = policies.compaction
     clustering = policies.clustering
+    clean = policies.clean
     policy, interval_ms, misses = policies.failed_writes.settings()
     return TableSettings(
         uri=entry.uri,
@@ -82,6 +83,11 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         clustering_schedule=clustering.enabled and clustering.schedule,
         clustering_execute=clustering.executes,
         clustering_policy=clustering.policy(),
+        clean_schedule=clean.enabled and clean.schedule,
+        clean_execute=clean.executes,
+        clean_policy=clean.policy(),
+        archival_enabled=policies.archival.enabled,
+        archival_policy=policies.archival.policy(clean, section),
         heartbeat_interval_ms=interval_ms,
         heartbeat_tolerable_misses=misses,
     )
@@ -294,8 +300,11 @@ class Daemon:
                 bool(pending)
                 or await anyio.to_thread.run_sync(worker.has_failed_writes)
                 or await anyio.to_thread.run_sync(worker.has_pending_clustering)
+                or await anyio.to_thread.run_sync(worker.has_pending_clean)
                 or await anyio.to_thread.run_sync(worker.compaction_due)
                 or await anyio.to_thread.run_sync(worker.clustering_due)
+                or await anyio.to_thread.run_sync(worker.clean_due)
+                or await anyio.to_thread.run_sync(worker.archival_due)
             )
             failed: list[tuple[str, TableServiceError]] = []
             if due and not self.stopping:

@@ -6,6 +6,7 @@ The same pass serves `tableservice run` (every poll), `tableservice once` and th
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -15,12 +16,17 @@ from datetime import UTC, datetime
 
 from tableservice.errors import LockError, TableServiceError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
+from tableservice.hudi.archival import archive
+from tableservice.hudi.clean import execute_clean, pending_cleans, schedule_clean
 from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
 from tableservice.hudi.instant import Action, Instant, parse_instant_time, timeline_timezone
 from tableservice.hudi.rollback import resume_pending_rollbacks, rollback
 from tableservice.hudi.table import HudiTable
 from tableservice.locks import LockHandle, LockProvider
 from tableservice.metrics import Metrics
+from tableservice.planning.archival import ArchivalPolicy
+from tableservice.planning.clean import CleanPlanner
+from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.clustering_policy import ClusteringPolicy
 from tableservice.planning.clustering_trigger import clustering_due
 from tableservice.planning.policy import CompactionPolicy
@@ -59,6 +65,11 @@ class TableSettings:
     clustering_schedule: bool = False
     clustering_execute: bool = True
     clustering_policy: ClusteringPolicy = field(default_factory=ClusteringPolicy)
+    clean_schedule: bool = True
+    clean_execute: bool = True
+    clean_policy: CleanPolicy = field(default_factory=CleanPolicy)
+    archival_enabled: bool = True
+    archival_policy: ArchivalPolicy = field(default_factory=ArchivalPolicy)
     heartbeat_interval_ms: int = 60_000
     heartbeat_tolerable_misses: int = 2
 
@@ -89,6 +100,8 @@ class PassResult:
     scheduled: list[str] = field(default_factory=list)
     completed: list[CompactionResult] = field(default_factory=list)
     clustered: list[ClusteringResult] = field(default_factory=list)
+    cleaned: list[str] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)
     rolled_back: list[str] = field(default_factory=list)
     failed: list[tuple[str, TableServiceError]] = field(default_factory=list)
 
@@ -146,6 +159,7 @@ class TableWorker:
         self.storage_options = storage_options
         self.running = running if running is not None else RunningActions()
         self.table: HudiTable | None = None
+        self._nothing_at: dict[str, str] = {}
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
 
     @property
@@ -210,6 +224,13 @@ class TableWorker:
             if self.metrics is not None:
                 oldest = _age_seconds(compactions[0], config.timezone_name) if compactions else 0.0
                 self.metrics.set_pending(self.label, "compaction", count=len(compactions), oldest_age_seconds=oldest)
+                cleans = [i for i in pending if i.action is Action.CLEAN]
+                self.metrics.set_pending(
+                    self.label,
+                    "clean",
+                    count=len(cleans),
+                    oldest_age_seconds=_age_seconds(cleans[0], config.timezone_name) if cleans else 0.0,
+                )
                 clusterings = [i for i in pending if table.is_clustering(i)]
                 self.metrics.set_pending(
                     self.label,
@@ -257,7 +278,7 @@ class TableWorker:
             return False
         if not table.config.is_mor:
             return False
-        return compaction_decision(self._context(table), s.compaction_policy).due
+        return self._worth_planning("compaction") and compaction_decision(self._context(table), s.compaction_policy).due
 
     # --- one pass ----------------------------------------------------------------------------------
 
@@ -275,8 +296,105 @@ class TableWorker:
         if table.config.is_mor:
             self._compaction_pass(ctx, pending, result, allow_schedule, stop)
         self._clustering_pass(ctx, result, allow_schedule, stop)
+        if not stop():
+            self._clean_pass(ctx, result, allow_schedule)
+        if not stop():
+            self._archival_pass(ctx, result)
         self.poll()
         return result
+
+    def _latest_write(self) -> str:
+        writes = self._open().timeline().completed_writes().instants
+        return writes[-1].requested_time if writes else ""
+
+    def _planned(self, service: str, scheduled: Instant | None) -> None:
+        """Remember that planning found nothing to do at the current latest write, so that an idle table is not
+        planned again (a listing) on every poll while its trigger stays due."""
+        if scheduled is None:
+            self._nothing_at[service] = self._latest_write()
+        else:
+            self._nothing_at.pop(service, None)
+
+    def _worth_planning(self, service: str) -> bool:
+        return self._nothing_at.get(service) != self._latest_write()
+
+    def has_pending_clean(self) -> bool:
+        return any(i.action is Action.CLEAN for i in self._open().timeline().pending())
+
+    def clean_due(self) -> bool:
+        s = self.settings
+        table = self._open()
+        if not (s.clean_schedule and s.clean_policy.enabled) or table.config.has_metadata_table:
+            return False
+        return self._worth_planning("clean") and CleanPlanner(s.clean_policy).due(table)[0]
+
+    def archival_due(self) -> bool:
+        s = self.settings
+        table = self._open()
+        if not s.archival_enabled or table.config.has_metadata_table:
+            return False
+        return len(table.timeline().completed_writes()) > s.archival_policy.max_commits
+
+    def _guarded(self, action: str, instant: str, result: PassResult, fn: Callable[[], object]) -> object | None:
+        started = time.monotonic()
+        try:
+            out = fn()
+        except TableServiceError as e:
+            result.failed.append((instant, e))
+            if self.metrics is not None:
+                self.metrics.action_failed(self.label, action)
+                self.metrics.table_error(self.label, e)
+            log.error("%s failed: %s", action, e, extra={"table": self.label, "instant": instant})
+            return None
+        if self.metrics is not None:
+            self.metrics.action_completed(self.label, action, duration_seconds=time.monotonic() - started)
+        return out
+
+    def _clean_pass(self, ctx: TableContext, result: PassResult, allow_schedule: bool) -> None:
+        s = self.settings
+        table = ctx.table
+        if s.clean_execute:
+            for instant in pending_cleans(table):
+                run = functools.partial(execute_clean, table, instant, lock=ctx.lock_factory())
+                if self._guarded("clean", instant.requested_time, result, run) is not None:
+                    result.cleaned.append(instant.requested_time)
+        if s.clean_schedule and s.clean_policy.enabled and allow_schedule:
+            scheduled = schedule_clean(table, CleanPlanner(s.clean_policy), lock=ctx.lock_factory())
+            self._planned("clean", scheduled)
+            if scheduled is None:
+                return
+            result.scheduled.append(scheduled.requested_time)
+            if self.metrics is not None:
+                self.metrics.action_scheduled(self.label, "clean")
+            if (
+                s.clean_execute
+                and self._guarded(
+                    "clean",
+                    scheduled.requested_time,
+                    result,
+                    lambda: execute_clean(table, scheduled, lock=ctx.lock_factory()),
+                )
+                is not None
+            ):
+                result.cleaned.append(scheduled.requested_time)
+
+    def _archival_pass(self, ctx: TableContext, result: PassResult) -> None:
+        s = self.settings
+        if not s.archival_enabled or len(ctx.table.reload().completed_writes()) <= s.archival_policy.max_commits:
+            return
+        lease = self.locks.lease(ctx.table.name, ctx.table.base_path, "archival")
+        try:
+            handle = lease.acquire(0.0)
+        except LockError:
+            return
+        try:
+            archived = self._guarded(
+                "archival", "", result, lambda: archive(ctx.table, s.archival_policy, lock=ctx.lock_factory())
+            )
+        finally:
+            lease.release(handle)
+        if isinstance(archived, list):
+            result.archived.extend(i.requested_time for i in archived)
 
     def _compaction_pass(
         self,
@@ -294,6 +412,7 @@ class TableWorker:
                 self._execute(ctx, instant.requested_time, result)
         if s.compaction_schedule and s.compaction_policy.enabled and allow_schedule and not stop():
             scheduled = schedule_compaction(ctx, s.compaction_policy)
+            self._planned("compaction", scheduled)
             if scheduled is not None:
                 result.scheduled.append(scheduled.requested_time)
                 if self.metrics is not None:
@@ -310,7 +429,7 @@ class TableWorker:
         table = self._open()
         if not (s.clustering_schedule and s.clustering_policy.enabled) or table.config.has_metadata_table:
             return False
-        return clustering_due(table, table.timeline(), s.clustering_policy)[0]
+        return self._worth_planning("clustering") and clustering_due(table, table.timeline(), s.clustering_policy)[0]
 
     def _clustering_pass(
         self, ctx: TableContext, result: PassResult, allow_schedule: bool, stop: Callable[[], bool]
@@ -323,6 +442,7 @@ class TableWorker:
                 self._leased(ctx, "clustering", instant.requested_time, result)
         if s.clustering_schedule and s.clustering_policy.enabled and allow_schedule and not stop():
             scheduled = schedule_clustering(ctx, s.clustering_policy)
+            self._planned("clustering", scheduled)
             if scheduled is not None:
                 result.scheduled.append(scheduled.requested_time)
                 if self.metrics is not None:
