@@ -108,16 +108,21 @@ def test_build_timeline_reconciles_compaction_and_clustering() -> None:
 
 def test_savepoint_keeps_its_commit_visible() -> None:
     names = [
-        "20250101000000000.commit.requested", "20250101000000000.inflight",
+        "20250101000000000.commit.requested",
+        "20250101000000000.inflight",
         "20250101000000000_20250101000001000.commit",
-        "20250101000000000.savepoint.inflight", "20250101000000000_20250101000009000.savepoint",
-        "20250102000000000.commit.requested", "20250102000000000.inflight",
+        "20250101000000000.savepoint.inflight",
+        "20250101000000000_20250101000009000.savepoint",
+        "20250102000000000.commit.requested",
+        "20250102000000000.inflight",
         "20250102000000000_20250102000001000.commit",
     ]
     tl = build_timeline([_fi(n) for n in names], 2)
     assert [(i.requested_time, i.action) for i in tl] == [
-        ("20250101000000000", Action.COMMIT), ("20250101000000000", Action.SAVEPOINT),
-        ("20250102000000000", Action.COMMIT)]
+        ("20250101000000000", Action.COMMIT),
+        ("20250101000000000", Action.SAVEPOINT),
+        ("20250102000000000", Action.COMMIT),
+    ]
     assert tl.get("20250101000000000") == Instant("20250101000000000", Action.COMMIT, State.COMPLETED)
     assert [i.requested_time for i in tl.savepoints()] == ["20250101000000000"]
     # The savepointed commit stays active; the commits timeline starts after it for archival purposes.

@@ -87,8 +87,10 @@ def cmd_once(args: argparse.Namespace) -> int:
             for instant in result.scheduled:
                 print(f"{worker.label}: scheduled compaction {instant}")
             for clustered in result.clustered:
-                print(f"{worker.label}: completed clustering {clustered.instant.requested_time} "
-                      f"({len(clustered.stats)} new files, {clustered.seconds:.1f}s)")
+                print(
+                    f"{worker.label}: completed clustering {clustered.instant.requested_time} "
+                    f"({len(clustered.stats)} new files, {clustered.seconds:.1f}s)"
+                )
             for done in result.completed:
                 print(
                     f"{worker.label}: completed compaction {done.instant.requested_time} "
