@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tableservice import __version__
-from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, lock_cmd, table_cmd
+from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, lock_cmd, service_cmd, table_cmd
 from tableservice.errors import ConfigError, TableServiceError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate_cmd.register(sub)
     demo_cmd.register(sub)
     lock_cmd.register(sub)
+    service_cmd.register(sub)
     return parser
 
 

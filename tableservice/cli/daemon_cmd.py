@@ -85,7 +85,11 @@ def cmd_once(args: argparse.Namespace) -> int:
                 failures += 1
                 continue
             for instant in result.scheduled:
-                print(f"{worker.label}: scheduled compaction {instant}")
+                print(f"{worker.label}: scheduled {instant}")
+            for instant in result.cleaned:
+                print(f"{worker.label}: completed clean {instant}")
+            if result.archived:
+                print(f"{worker.label}: archived {len(result.archived)} instants")
             for clustered in result.clustered:
                 print(
                     f"{worker.label}: completed clustering {clustered.instant.requested_time} "
