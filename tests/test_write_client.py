@@ -147,3 +147,6 @@ def test_updates_to_file_groups_under_pending_clustering_are_rejected(tmp_path: 
     table.active.create_requested(t, Action.CLUSTERING, encode_requested_replace_metadata(plan, table_version=9))
     with pytest.raises(ConflictError, match="pending clustering"):
         client.upsert(steps[1])
+    # Refused before writing anything: the attempt leaves no pending instant behind.
+    after = HudiTable.open(storage, path).timeline().pending().instants
+    assert [i.action for i in after] == [Action.CLUSTERING]

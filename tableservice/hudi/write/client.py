@@ -42,7 +42,7 @@ from tableservice.hudi.schema import add_meta_fields, arrow_schema_from_avro, av
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
 from tableservice.hudi.write import handles
-from tableservice.hudi.write.markers import Heartbeat, MarkerType, delete_markers
+from tableservice.hudi.write.markers import Heartbeat, MarkerType, delete_markers, list_marked_files
 from tableservice.hudi.write.records import (
     FILE_NAME,
     PARTITION_PATH,
@@ -167,7 +167,17 @@ class WriteClient:
                 compression=self.options.compression,
             )
             view = table.file_system_view(timeline=timeline)
-            stats, replaced = self._write_files(table, ctx, view, timeline, arrow_schema, records, deletes, overwrite)
+            try:
+                stats, replaced = self._write_files(
+                    table, ctx, view, timeline, arrow_schema, records, deletes, overwrite
+                )
+            except ConflictError:
+                # Refused before writing anything (e.g. updates to file groups under pending clustering): the
+                # attempt leaves no trace, so the caller can simply retry later.
+                if not list_marked_files(self.storage, self.base_path, instant_time):
+                    table.active.delete_pending(instant)
+                    delete_markers(self.storage, self.base_path, instant_time)
+                raise
             metadata = self._commit_metadata(operation, stats, replaced, data_schema, overwrite)
             with self.lock():
                 latest = table.reload()
