@@ -28,7 +28,7 @@ from tableservice.planning.clustering import clustering_action, encode_requested
 from tableservice.planning.clustering_policy import ClusteringPolicy, LayoutOptimizationStrategy
 from tableservice.planning.clustering_trigger import clustering_due
 from tableservice.planning.clustering_validate import ClusteringGroupInput, validate_clustering_plan
-from tableservice.service.compaction import TableContext, _reconcile
+from tableservice.service.compaction import TableContext, reconcile_attempt_files
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def execute_clustering(
             description=f"clustering {table.name} {instant_time}",
             storage_options=ctx.storage_options,
         )
-        _reconcile(ctx, instant, stats, {g.partition for g in groups})
+        reconcile_attempt_files(ctx, instant, stats, {g.partition for g in groups})
         replaced: dict[str, list[str]] = {}
         for g in groups:
             replaced.setdefault(g.partition, []).extend(s.file_id for s in g.slices)

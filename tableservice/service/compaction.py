@@ -173,7 +173,9 @@ def _tasks(
     ]
 
 
-def _reconcile(ctx: TableContext, instant: Instant, stats: list[HoodieWriteStat], partitions: set[str]) -> int:
+def reconcile_attempt_files(
+    ctx: TableContext, instant: Instant, stats: list[HoodieWriteStat], partitions: set[str]
+) -> int:
     """Delete files named with the instant that the commit will not name: files of failed or speculative task
     attempts (from the markers), and files an orphaned job of an earlier attempt left (from a listing of the plan's
     partitions: base files carry the instant in their name)."""
@@ -245,7 +247,7 @@ def execute_compaction(
             storage_options=ctx.storage_options,
             parallelism=parallelism,
         )
-        removed = _reconcile(ctx, instant, stats, {op.partition for op in ops})
+        removed = reconcile_attempt_files(ctx, instant, stats, {op.partition for op in ops})
         if removed:
             log.info(
                 "removed %d files of failed task attempts",
