@@ -99,9 +99,9 @@ def _slice(storage: Storage, partition: str, s: SliceInput) -> FileSlice:
 
 
 def _rank(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Dense rank of a column's values (nulls first), as uint64."""
+    """Dense rank of a column's values (nulls last), as uint64."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    ranks = np.asarray(pc.rank(array, sort_keys="ascending", tiebreaker="dense", null_placement="at_start"))
+    ranks = np.asarray(pc.rank(array, sort_keys="ascending", tiebreaker="dense"))
     return ranks.astype(np.uint64)
 
 
