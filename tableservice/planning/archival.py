@@ -47,11 +47,10 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from tableservice.errors import ConfigError
 from tableservice.hudi.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.hudi.instant import (
     Action,
@@ -65,6 +64,7 @@ from tableservice.hudi.models import decode_clean_metadata, decode_cleaner_plan
 from tableservice.hudi.savepoint import savepoint_instants
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
+from tableservice.planning.keyed_policy import HudiKeyedPolicy
 from tableservice.planning.policy import CompactionTriggerStrategy
 from tableservice.storage import FileInfo
 
@@ -81,7 +81,7 @@ class CleaningPolicy(enum.StrEnum):
     KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
 
 
-class ArchivalPolicy(BaseModel):
+class ArchivalPolicy(HudiKeyedPolicy):
     """Frozen; Hudi's keys (`from_mapping`, `model_validate`) or attribute names. The cleaner and compaction keys
     are read because Hudi's archiver reads them (they move the bounds); they do not configure those services here.
 
@@ -95,7 +95,8 @@ class ArchivalPolicy(BaseModel):
       the delta commits the compaction trigger still counts are kept.
     """
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+    service_name: ClassVar[str] = "archival"
+    own_prefixes: ClassVar[tuple[str, ...]] = _OWN_PREFIXES
 
     min_commits: int = Field(
         default=20, ge=1, validation_alias="hoodie.keep.min.commits", serialization_alias="hoodie.keep.min.commits"
@@ -171,43 +172,6 @@ class ArchivalPolicy(BaseModel):
                 f"hoodie.keep.min.commits={self.min_commits}"
             )
         return self
-
-    # --- configuration ---------------------------------------------------------------------------
-
-    @classmethod
-    def keys(cls) -> dict[str, str]:
-        """Hudi key -> attribute name."""
-        return {str(info.serialization_alias or name): name for name, info in cls.model_fields.items()}
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], *, strict: bool = False) -> Self:
-        """A policy from a configuration mapping (string values allowed); unknown keys are ignored, except with
-        `strict=True` under `hoodie.keep.`, `hoodie.archive.`, `hoodie.commits.archival.` and
-        `hoodie.timeline.compaction.`. Invalid values raise ConfigError naming key=value."""
-        keys = cls.keys()
-        data: dict[str, Any] = {}
-        for key, value in values.items():
-            if key in keys or key in keys.values():
-                data[key] = value
-            elif strict and key.startswith(_OWN_PREFIXES):
-                raise ConfigError(f"unknown archival setting {key}={value!r}")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            problems = []
-            for err in e.errors():
-                if err["loc"]:
-                    key = str(err["loc"][0])
-                    problems.append(f"{key}={err.get('input')!r}: {err['msg']}")
-                else:
-                    problems.append(str(err["msg"]).removeprefix("Value error, "))
-            raise ConfigError("invalid archival policy: " + "; ".join(problems)) from e
-
-    def to_mapping(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for key, value in self.model_dump(by_alias=True).items():
-            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        return out
 
     # --- the archiver's view (tableservice.hudi.archival.ArchivalSelection) ---------------------
 

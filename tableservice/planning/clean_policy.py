@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from tableservice.errors import ConfigError
+from tableservice.planning.keyed_policy import HudiKeyedPolicy
 
 
 class CleanerPolicyName(enum.StrEnum):
@@ -65,12 +65,15 @@ def _key(name: str) -> Any:
     return Field(validation_alias=name, serialization_alias=name)
 
 
-class CleanPolicy(BaseModel):
+class CleanPolicy(HudiKeyedPolicy):
     """Frozen; build it with Hudi's keys (`CleanPolicy.from_mapping({...})`, `model_validate`) or with the attribute
     names as keywords. Invalid values raise a pydantic ValidationError (direct construction) or a ConfigError
     (`from_mapping`), both naming the key and the value."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+    service_name: ClassVar[str] = "clean"
+    own_prefixes: ClassVar[tuple[str, ...]] = _OWN_PREFIXES
+    ignored_own_keys: ClassVar[frozenset[str]] = _WRITER_KEYS
+    key_aliases: ClassVar[Mapping[str, str]] = _ALIASES
 
     enabled: bool = Field(
         default=True, validation_alias="tableservice.clean.enabled", serialization_alias="tableservice.clean.enabled"
@@ -124,39 +127,3 @@ class CleanPolicy(BaseModel):
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
-
-    # --- building from configuration ------------------------------------------------------------
-
-    @classmethod
-    def keys(cls) -> dict[str, str]:
-        """Hudi key → attribute name."""
-        return {str(info.serialization_alias or name): name for name, info in cls.model_fields.items()}
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], *, strict: bool = False) -> Self:
-        """A policy from a configuration mapping (values may be strings, as in a properties file). Keys this model
-        does not know are ignored, except with `strict=True` for keys under `hoodie.clean.`, `hoodie.cleaner.` and
-        `tableservice.clean.` that Hudi does not know either (likely typos)."""
-        keys = cls.keys()
-        data: dict[str, Any] = {}
-        for raw_key, value in values.items():
-            key = _ALIASES.get(raw_key, raw_key)
-            if key in keys or key in keys.values():
-                data[key] = value
-            elif strict and key.startswith(_OWN_PREFIXES) and key not in _WRITER_KEYS:
-                raise ConfigError(f"unknown clean setting {raw_key}={value!r}")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            problems = []
-            for err in e.errors():
-                key = str(err["loc"][0]) if err["loc"] else "?"
-                problems.append(f"{key}={err.get('input')!r}: {err['msg']}")
-            raise ConfigError("invalid clean policy: " + "; ".join(problems)) from e
-
-    def to_mapping(self) -> dict[str, str]:
-        """The policy as Hudi-keyed strings."""
-        out: dict[str, str] = {}
-        for key, value in self.model_dump(by_alias=True).items():
-            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        return out

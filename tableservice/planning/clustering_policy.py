@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from tableservice.errors import ConfigError
+from tableservice.planning.keyed_policy import HudiKeyedPolicy
 
 MB = 1024 * 1024
 GB = 1024 * MB
@@ -106,12 +105,14 @@ def _comma_list(value: Any) -> Any:
     return ",".join(names) if names else None
 
 
-class ClusteringPolicy(BaseModel):
+class ClusteringPolicy(HudiKeyedPolicy):
     """Frozen; build it with Hudi's keys (`ClusteringPolicy.from_mapping({...})`, `model_validate`) or with the
     attribute names as keywords. Invalid values raise a pydantic ValidationError (direct construction) or a
     ConfigError (`from_mapping`), both naming the key and the value."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+    service_name: ClassVar[str] = "clustering"
+    own_prefixes: ClassVar[tuple[str, ...]] = _OWN_PREFIXES
+    ignored_own_keys: ClassVar[frozenset[str]] = IGNORED_HUDI_KEYS
 
     enabled: bool = Field(
         default=False,
@@ -315,41 +316,6 @@ class ClusteringPolicy(BaseModel):
     # --- building from configuration ------------------------------------------------------------------
 
     @classmethod
-    def keys(cls) -> dict[str, str]:
-        """Hudi key → attribute name."""
-        return {str(info.serialization_alias or name): name for name, info in cls.model_fields.items()}
-
-    @classmethod
     def ignored_keys(cls) -> frozenset[str]:
         """Hudi clustering keys accepted by `from_mapping` and ignored (they do not change plans)."""
         return IGNORED_HUDI_KEYS
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], *, strict: bool = False) -> Self:
-        """A policy from a configuration mapping (values may be strings, as in a properties file). Keys this
-        model does not know are ignored, except with `strict=True` for keys under `hoodie.clustering.`,
-        `hoodie.layout.optimize.` and `tableservice.clustering.` that are not in `ignored_keys()` (typos)."""
-        keys = cls.keys()
-        data: dict[str, Any] = {}
-        for key, value in values.items():
-            if key in keys or key in keys.values():
-                data[key] = value
-            elif strict and key.startswith(_OWN_PREFIXES) and key not in IGNORED_HUDI_KEYS:
-                raise ConfigError(f"unknown clustering setting {key}={value!r}")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            problems = []
-            for err in e.errors():
-                key = str(err["loc"][0]) if err["loc"] else "?"
-                problems.append(f"{key}={err.get('input')!r}: {err['msg']}")
-            raise ConfigError("invalid clustering policy: " + "; ".join(problems)) from e
-
-    def to_mapping(self) -> dict[str, str]:
-        """The policy as Hudi-keyed strings (unset optional keys left out)."""
-        out: dict[str, str] = {}
-        for key, value in self.model_dump(by_alias=True).items():
-            if value is None:
-                continue
-            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        return out

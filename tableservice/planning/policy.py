@@ -21,12 +21,11 @@ be copied over as it is; `tableservice.compaction.*` keys are this project's own
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from tableservice.errors import ConfigError
+from tableservice.planning.keyed_policy import HudiKeyedPolicy
 
 _STRATEGY_PACKAGE = "org.apache.hudi.table.action.compact.strategy."
 
@@ -59,12 +58,13 @@ DEFAULT_PARQUET_MAX_FILE_SIZE = 120 * MB
 _OWN_PREFIXES = ("hoodie.compact.", "hoodie.compaction.", "tableservice.compaction.")
 
 
-class CompactionPolicy(BaseModel):
+class CompactionPolicy(HudiKeyedPolicy):
     """Frozen; build it with Hudi's keys (`CompactionPolicy.from_mapping({...})`, `model_validate`) or with the
     attribute names as keywords. Invalid values raise a pydantic ValidationError (direct construction) or a ConfigError
     (`from_mapping`), both naming the key and the value."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+    service_name: ClassVar[str] = "compaction"
+    own_prefixes: ClassVar[tuple[str, ...]] = _OWN_PREFIXES
 
     enabled: bool = Field(
         default=True,
@@ -149,40 +149,3 @@ class CompactionPolicy(BaseModel):
         if isinstance(value, str) and value.strip().lower() in ("", "off", "none", "-1"):
             return None
         return value
-
-    # --- building from configuration ------------------------------------------------------------
-
-    @classmethod
-    def keys(cls) -> dict[str, str]:
-        """Hudi key → attribute name."""
-        return {str(info.serialization_alias or name): name for name, info in cls.model_fields.items()}
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], *, strict: bool = False) -> Self:
-        """A policy from a configuration mapping (values may be strings, as in a properties file). Keys this
-        model does not know are ignored, except with `strict=True` for keys under `hoodie.compact.`,
-        `hoodie.compaction.` and `tableservice.compaction.` (likely typos)."""
-        keys = cls.keys()
-        data: dict[str, Any] = {}
-        for key, value in values.items():
-            if key in keys or key in keys.values():
-                data[key] = value
-            elif strict and key.startswith(_OWN_PREFIXES):
-                raise ConfigError(f"unknown compaction setting {key}={value!r}")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            problems = []
-            for err in e.errors():
-                key = str(err["loc"][0]) if err["loc"] else "?"
-                problems.append(f"{key}={err.get('input')!r}: {err['msg']}")
-            raise ConfigError("invalid compaction policy: " + "; ".join(problems)) from e
-
-    def to_mapping(self) -> dict[str, str]:
-        """The policy as Hudi-keyed strings (the log-bytes key only when set)."""
-        out: dict[str, str] = {}
-        for key, value in self.model_dump(by_alias=True).items():
-            if value is None:
-                continue
-            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        return out
