@@ -26,8 +26,8 @@ from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.clustering_policy import ClusteringPolicy
+from tableservice.service.actions import TableContext
 from tableservice.service.clustering import execute_clustering, schedule_clustering
-from tableservice.service.compaction import TableContext
 from tableservice.storage import Storage
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]

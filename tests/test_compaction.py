@@ -24,7 +24,8 @@ from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.policy import CompactionPolicy
-from tableservice.service.compaction import TableContext, execute_compaction, schedule_compaction
+from tableservice.service.actions import TableContext
+from tableservice.service.compaction import execute_compaction, schedule_compaction
 from tableservice.storage import Storage
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]

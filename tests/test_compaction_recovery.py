@@ -25,7 +25,8 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.policy import CompactionPolicy
-from tableservice.service.compaction import TableContext, _tasks, execute_compaction, schedule_compaction
+from tableservice.service.actions import TableContext
+from tableservice.service.compaction import _tasks, execute_compaction, schedule_compaction
 from tableservice.storage import Storage
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]

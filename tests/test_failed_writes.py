@@ -104,3 +104,18 @@ def test_live_writer_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     # Without any heartbeat file, a young instant is still protected (writers without heartbeats).
     os.remove(heartbeat_path(path, failed))
     assert failed_writes(table, FailedWritesPolicy.LAZY, heartbeat_interval_ms=600_000, tolerable_misses=2) == []
+
+
+def test_failed_write_is_rolled_back_by_one_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = mor_table(tmp_path / "t", records=300, commits=4, max_file_records=60)
+    failed = _failed_write(path, monkeypatch)
+    time.sleep(0.5)
+    worker = _worker(path, FailedWritesPolicy.LAZY)
+    lease = worker.locks.lease("t", path, f"rollback-{failed}")
+    held = lease.acquire(1.0)  # another replica is rolling it back
+    skipped = worker.run_pass()
+    assert skipped.rolled_back == [] and not skipped.failed
+    assert HudiTable.open(Storage(), path).timeline().get(failed) is not None
+    lease.release(held)
+    assert worker.run_pass().rolled_back == [failed]
+    assert HudiTable.open(Storage(), path).timeline().get(failed) is None

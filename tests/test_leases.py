@@ -13,7 +13,8 @@ from tableservice.hudi.instant import Action
 from tableservice.hudi.table import HudiTable
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.policy import CompactionPolicy
-from tableservice.service.compaction import TableContext, schedule_compaction
+from tableservice.service.actions import TableContext
+from tableservice.service.compaction import schedule_compaction
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
 

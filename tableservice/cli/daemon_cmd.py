@@ -17,7 +17,8 @@ from tableservice.hudi.table import HudiTable
 from tableservice.locks import InProcessLockProvider
 from tableservice.logsetup import configure_logging
 from tableservice.planning.policy import CompactionPolicy
-from tableservice.service.compaction import TableContext, execute_compaction, schedule_compaction
+from tableservice.service.actions import TableContext
+from tableservice.service.compaction import execute_compaction, schedule_compaction
 from tableservice.service.daemon import (
     Daemon,
     executor_settings,

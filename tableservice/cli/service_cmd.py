@@ -14,8 +14,8 @@ from tableservice.locks import InProcessLockProvider
 from tableservice.planning.clean import CleanPlanner
 from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.clustering_policy import ClusteringPolicy
+from tableservice.service.actions import TableContext
 from tableservice.service.clustering import execute_clustering, pending_clustering, schedule_clustering
-from tableservice.service.compaction import TableContext
 from tableservice.storage import Storage
 
 

@@ -10,25 +10,21 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from tableservice.errors import ConflictError, InvalidPlanError, UnsupportedTableError
-from tableservice.executors.spark import job_tag
+from tableservice.errors import ConflictError, InvalidPlanError
 from tableservice.hudi.clustering import ClusteringTask, clustering_commit_metadata
-from tableservice.hudi.compaction import start_attempt
 from tableservice.hudi.instant import Instant, State
-from tableservice.hudi.models import HoodieWriteStat, encode_commit_metadata
-from tableservice.hudi.rollback import rollback
+from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
-from tableservice.hudi.write.markers import Heartbeat, delete_markers
 from tableservice.locks import LockHandle
 from tableservice.planning.clustering import clustering_action, encode_requested_clustering, plan_clustering
 from tableservice.planning.clustering_policy import ClusteringPolicy, LayoutOptimizationStrategy
 from tableservice.planning.clustering_trigger import clustering_due
 from tableservice.planning.clustering_validate import ClusteringGroupInput, validate_clustering_plan
-from tableservice.service.compaction import TableContext, reconcile_attempt_files
+from tableservice.service.actions import TableContext, check_no_metadata_table, pending_plan, run_plan
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +45,6 @@ class ClusteringResult:
         return sum(s.num_writes or 0 for s in self.stats)
 
 
-def _check_supported(table: HudiTable) -> None:
-    if table.config.has_metadata_table:
-        raise UnsupportedTableError(
-            "table has a metadata table (hoodie.table.metadata.partitions); it is left unchanged until the metadata "
-            "table is maintained",
-            table=table.name,
-            path=table.config.path,
-        )
-
-
 def pending_clustering(table: HudiTable, timeline: Timeline) -> list[Instant]:
     return [i for i in timeline.pending() if table.is_clustering(i)]
 
@@ -67,7 +53,7 @@ def schedule_clustering(
     ctx: TableContext, policy: ClusteringPolicy, *, force: bool = False, instant_time: str | None = None
 ) -> Instant | None:
     table = ctx.table
-    _check_supported(table)
+    check_no_metadata_table(table)
     timeline = table.reload()
     if not force:
         due, reason = clustering_due(table, timeline, policy)
@@ -160,51 +146,26 @@ def execute_clustering(
 ) -> ClusteringResult:
     started = time.monotonic()
     table = ctx.table
-    _check_supported(table)
-    timeline = table.reload()
-    instant = timeline.get(instant_time)
-    if instant is None or instant.is_completed or not table.is_clustering(instant):
-        raise InvalidPlanError(f"no pending clustering at {instant_time}", table=table.name)
-    if instant.state is State.INFLIGHT:
-        rollback(table, instant, lock=ctx.lock_factory())
-        timeline = table.reload()
-        current = timeline.get(instant_time)
-        assert current is not None
-        instant = current
+    check_no_metadata_table(table)
+    instant, timeline = pending_plan(ctx, instant_time, "clustering", table.is_clustering)
     plan = table.clustering_plan(instant)
     plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
     groups = validate_clustering_plan(table, instant, plan, plan_file=plan_file, timeline=timeline)
-    tasks = _tasks(ctx, instant, groups, timeline, policy)
-    instant = table.active.transition_to_inflight(instant)
-    attempt = start_attempt(table.storage, table.base_path, instant_time)
-    tasks = [replace(t, attempt_id=attempt) for t in tasks]
-    heartbeat = Heartbeat(table.storage, table.base_path, instant_time, ctx.heartbeat_interval_ms).start()
-    try:
-        stats = ctx.executor.run_tasks(
-            tasks,
-            tag=job_tag(table.name, "clustering", instant_time),
-            description=f"clustering {table.name} {instant_time}",
-            storage_options=ctx.storage_options,
-        )
-        reconcile_attempt_files(ctx, instant, stats, {g.partition for g in groups})
-        replaced: dict[str, list[str]] = {}
-        for g in groups:
-            replaced.setdefault(g.partition, []).extend(s.file_id for s in g.slices)
-        replaced_t = {p: tuple(v) for p, v in replaced.items()}
-        schema = table.latest_schema(timeline)
-        metadata = clustering_commit_metadata(stats, replaced_t, avro_schema_to_json(schema or {}))
-        with ctx.locked() as handle:
-            latest = table.reload()
-            _check_conflicts(table, latest, instant, groups)
-            handle.check()
-            if lease is not None:
-                lease.check()
-            done = table.active.transition_to_completed(
-                instant, encode_commit_metadata(metadata, table_version=table.config.version), timeline=latest
-            )
-        delete_markers(table.storage, table.base_path, instant_time)
-    finally:
-        heartbeat.stop()
+    replaced: dict[str, list[str]] = {}
+    for g in groups:
+        replaced.setdefault(g.partition, []).extend(s.file_id for s in g.slices)
+    replaced_t = {p: tuple(v) for p, v in replaced.items()}
+    schema_json = avro_schema_to_json(table.latest_schema(timeline) or {})
+    done, stats = run_plan(
+        ctx,
+        instant,
+        _tasks(ctx, instant, groups, timeline, policy),
+        action="clustering",
+        partitions={g.partition for g in groups},
+        metadata=lambda stats: clustering_commit_metadata(stats, replaced_t, schema_json),
+        check_conflicts=lambda latest: _check_conflicts(table, latest, instant, groups),
+        lease=lease,
+    )
     seconds = time.monotonic() - started
     log.info(
         "completed clustering of %d groups into %d files in %.1fs",

@@ -10,59 +10,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tableservice.errors import ConflictError, InvalidPlanError, UnsupportedTableError
-from tableservice.executors.spark import SparkExecutor, job_tag
-from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata, start_attempt
-from tableservice.hudi.filenames import parse_base_file_name
-from tableservice.hudi.fsview import partition_location
+from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata
 from tableservice.hudi.instant import Action, Instant, State
-from tableservice.hudi.models import HoodieWriteStat, encode_commit_metadata, encode_compaction_plan
-from tableservice.hudi.rollback import rollback
+from tableservice.hudi.models import HoodieWriteStat, encode_compaction_plan
 from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
-from tableservice.hudi.write.markers import Heartbeat, delete_markers, list_marked_files
-from tableservice.locks import LockHandle, TableLock
+from tableservice.locks import LockHandle
 from tableservice.planning.compaction import plan_compaction
 from tableservice.planning.compaction_trigger import CompactionTableState, DueDecision, compaction_due
 from tableservice.planning.compaction_validate import ResolvedOperation, validate_compaction_plan
 from tableservice.planning.policy import CompactionPolicy
-from tableservice.storage import StorageOptions, join
+from tableservice.service.actions import (
+    TableContext,
+    check_no_metadata_table,
+    pending_plan,
+    run_plan,
+)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ActionHooks:
-    """Callbacks for metrics: lock wait and hold seconds."""
-
-    lock_waited: Callable[[float], None] = lambda seconds: None
-    lock_held: Callable[[float], None] = lambda seconds: None
-
-
-@dataclass
-class TableContext:
-    table: HudiTable
-    lock: TableLock
-    executor: SparkExecutor
-    lock_timeout_s: float = 60.0
-    storage_options: StorageOptions | None = None
-    heartbeat_interval_ms: int = 60_000
-    compression: str = "gzip"
-    hooks: ActionHooks = field(default_factory=ActionHooks)
-
-    @contextmanager
-    def locked(self) -> Iterator[LockHandle]:
-        with self.lock.hold(self.lock_timeout_s, self.hooks.lock_waited, self.hooks.lock_held) as handle:
-            yield handle
-
-    def lock_factory(self) -> Callable[[], AbstractContextManager[object]]:
-        return self.locked
 
 
 @dataclass(frozen=True)
@@ -89,13 +59,7 @@ class CompactionResult:
 
 
 def check_supported(table: HudiTable) -> None:
-    if table.config.has_metadata_table:
-        raise UnsupportedTableError(
-            "table has a metadata table (hoodie.table.metadata.partitions); it is left unchanged until the metadata "
-            "table is maintained",
-            table=table.name,
-            path=table.config.path,
-        )
+    check_no_metadata_table(table)
     if not table.config.is_mor:
         raise UnsupportedTableError("compaction applies to merge-on-read tables only", table=table.name)
 
@@ -173,29 +137,6 @@ def _tasks(
     ]
 
 
-def reconcile_attempt_files(
-    ctx: TableContext, instant: Instant, stats: list[HoodieWriteStat], partitions: set[str]
-) -> int:
-    """Delete files named with the instant that the commit will not name: files of failed or speculative task
-    attempts (from the markers), and files an orphaned job of an earlier attempt left (from a listing of the plan's
-    partitions: base files carry the instant in their name)."""
-    table = ctx.table
-    t = instant.requested_time
-    keep = {s.path for s in stats if s.path}
-    removed = 0
-    candidates = {(p, name) for p, name, _ in list_marked_files(table.storage, table.base_path, t)}
-    for partition in partitions:
-        for fi in table.storage.list(partition_location(table.base_path, partition)):
-            parsed = parse_base_file_name(fi.name)
-            if parsed is not None and parsed.instant_time == t:
-                candidates.add((partition, fi.name))
-    for partition, name in sorted(candidates):
-        rel = f"{partition}/{name}" if partition else name
-        if rel not in keep and table.storage.delete(join(table.base_path, rel)):
-            removed += 1
-    return removed
-
-
 def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, ops: list[ResolvedOperation]) -> None:
     groups = {(op.partition, op.file_id) for op in ops}
     for other in latest.completed_writes():
@@ -220,54 +161,22 @@ def execute_compaction(
     started = time.monotonic()
     table = ctx.table
     check_supported(table)
-    timeline = table.reload()
-    instant = timeline.get(instant_time, Action.COMPACTION)
-    if instant is None or instant.is_completed:
-        raise InvalidPlanError(f"no pending compaction at {instant_time}", table=table.name)
-    if instant.state is State.INFLIGHT:
-        log.info("rolling back the previous attempt", extra={"table": table.name, "instant": instant_time})
-        rollback(table, instant, lock=ctx.lock_factory())
-        timeline = table.reload()
-        instant = timeline.get(instant_time, Action.COMPACTION)
-        assert instant is not None and instant.is_requested
+    instant, timeline = pending_plan(ctx, instant_time, "compaction", lambda i: i.action is Action.COMPACTION)
     plan = table.compaction_plan(instant)
     plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
     ops = validate_compaction_plan(table, instant, plan, plan_file=plan_file)
-    tasks = _tasks(ctx, instant, ops, timeline)
-    instant = table.active.transition_to_inflight(instant)
-    attempt = start_attempt(table.storage, table.base_path, instant_time)
-    tasks = [replace(t, attempt_id=attempt) for t in tasks]
-    heartbeat = Heartbeat(table.storage, table.base_path, instant_time, ctx.heartbeat_interval_ms).start()
-    try:
-        tag = job_tag(table.name, "compaction", instant_time)
-        stats = ctx.executor.run_compaction(
-            tasks,
-            tag=tag,
-            description=f"compaction {table.name} {instant_time}",
-            storage_options=ctx.storage_options,
-            parallelism=parallelism,
-        )
-        removed = reconcile_attempt_files(ctx, instant, stats, {op.partition for op in ops})
-        if removed:
-            log.info(
-                "removed %d files of failed task attempts",
-                removed,
-                extra={"table": table.name, "instant": instant_time},
-            )
-        schema = table.latest_schema(timeline)
-        metadata = compaction_commit_metadata(stats, avro_schema_to_json(schema or {}))
-        with ctx.locked() as handle:
-            latest = table.reload()
-            _check_conflicts(table, latest, instant, ops)
-            handle.check()
-            if lease is not None:
-                lease.check()
-            done = table.active.transition_to_completed(
-                instant, encode_commit_metadata(metadata, table_version=table.config.version), timeline=latest
-            )
-        delete_markers(table.storage, table.base_path, instant_time)
-    finally:
-        heartbeat.stop()
+    schema_json = avro_schema_to_json(table.latest_schema(timeline) or {})
+    done, stats = run_plan(
+        ctx,
+        instant,
+        _tasks(ctx, instant, ops, timeline),
+        action="compaction",
+        partitions={op.partition for op in ops},
+        metadata=lambda stats: compaction_commit_metadata(stats, schema_json),
+        check_conflicts=lambda latest: _check_conflicts(table, latest, instant, ops),
+        lease=lease,
+        parallelism=parallelism,
+    )
     seconds = time.monotonic() - started
     log.info(
         "completed compaction of %d file groups in %.1fs",

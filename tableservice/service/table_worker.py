@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from tableservice.errors import LockError, TableServiceError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
@@ -30,6 +31,7 @@ from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.clustering_policy import ClusteringPolicy
 from tableservice.planning.clustering_trigger import clustering_due
 from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.clustering import (
     ClusteringResult,
     execute_clustering,
@@ -37,9 +39,7 @@ from tableservice.service.clustering import (
     schedule_clustering,
 )
 from tableservice.service.compaction import (
-    ActionHooks,
     CompactionResult,
-    TableContext,
     check_supported,
     compaction_decision,
     execute_compaction,
@@ -48,6 +48,7 @@ from tableservice.service.compaction import (
 from tableservice.storage import Storage, StorageOptions
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 SERVICE_ACTIONS = ("compaction",)
 
 
@@ -335,7 +336,8 @@ class TableWorker:
             return False
         return len(table.timeline().completed_writes()) > s.archival_policy.max_commits
 
-    def _guarded(self, action: str, instant: str, result: PassResult, fn: Callable[[], object]) -> object | None:
+    def _guarded(self, action: str, instant: str, result: PassResult, fn: Callable[[], T]) -> T | None:
+        """Run one action: a typed failure is recorded (result, metrics, log) and the pass goes on."""
         started = time.monotonic()
         try:
             out = fn()
@@ -439,7 +441,7 @@ class TableWorker:
             for instant in pending_clustering(ctx.table, ctx.table.reload()):
                 if stop():
                     return
-                self._leased(ctx, "clustering", instant.requested_time, result)
+                self._cluster(ctx, instant.requested_time, result)
         if s.clustering_schedule and s.clustering_policy.enabled and allow_schedule and not stop():
             scheduled = schedule_clustering(ctx, s.clustering_policy)
             self._planned("clustering", scheduled)
@@ -448,40 +450,48 @@ class TableWorker:
                 if self.metrics is not None:
                     self.metrics.action_scheduled(self.label, "clustering")
                 if s.clustering_execute and not stop():
-                    self._leased(ctx, "clustering", scheduled.requested_time, result)
+                    self._cluster(ctx, scheduled.requested_time, result)
 
-    def _leased(self, ctx: TableContext, action: str, instant_time: str, result: PassResult) -> None:
-        """Run one clustering under its executor lease (skip when another replica holds it)."""
+    def _cluster(self, ctx: TableContext, instant_time: str, result: PassResult) -> None:
+        policy = self.settings.clustering_policy
+        done = self._run_leased(
+            ctx,
+            "clustering",
+            instant_time,
+            result,
+            lambda lease: execute_clustering(ctx, instant_time, policy, lease=lease),
+        )
+        if done is None:
+            return
+        result.clustered.append(done)
+        if self.metrics is not None:
+            self.metrics.record_io(
+                self.label, "clustering", bytes_written=done.bytes_written, records_written=done.records_written
+            )
+
+    def _run_leased(
+        self, ctx: TableContext, action: str, instant_time: str, result: PassResult, run: Callable[[LockHandle], T]
+    ) -> T | None:
+        """Run one action on a pending instant under its executor lease: skipped when another replica holds the
+        lease or the instant is no longer pending; tracked for graceful shutdown while it runs."""
         lease = self.locks.lease(ctx.table.name, ctx.table.base_path, f"{action}-{instant_time}")
         try:
             handle = lease.acquire(0.0)
         except LockError:
-            return
+            log.info("another replica runs this %s", action, extra={"table": self.label, "instant": instant_time})
+            return None
         key = f"{self.settings.uri}#{instant_time}"
         self.running.add(key, job_tag(ctx.table.name, action, instant_time))
         self.status.running = f"{action} {instant_time}"
         try:
             current = ctx.table.reload().get(instant_time)
             if current is None or current.is_completed:
-                return
-            done = execute_clustering(ctx, instant_time, self.settings.clustering_policy, lease=handle)
-        except TableServiceError as e:
-            result.failed.append((instant_time, e))
-            if self.metrics is not None:
-                self.metrics.action_failed(self.label, action)
-                self.metrics.table_error(self.label, e)
-            log.error("%s failed: %s", action, e, extra={"table": self.label, "instant": instant_time})
-            return
+                return None
+            return self._guarded(action, instant_time, result, lambda: run(handle))
         finally:
             self.running.remove(key)
             self.status.running = None
             lease.release(handle)
-        result.clustered.append(done)
-        if self.metrics is not None:
-            self.metrics.action_completed(self.label, action, duration_seconds=done.seconds)
-            self.metrics.record_io(
-                self.label, action, bytes_written=done.bytes_written, records_written=done.records_written
-            )
 
     def _roll_back_failed_writes(self, ctx: TableContext, result: PassResult) -> None:
         s = self.settings
@@ -491,62 +501,24 @@ class TableWorker:
             heartbeat_interval_ms=s.heartbeat_interval_ms,
             tolerable_misses=s.heartbeat_tolerable_misses,
         ):
-            started = time.monotonic()
-            try:
-                rollback(ctx.table, instant, lock=ctx.lock_factory())
-            except TableServiceError as e:
-                result.failed.append((instant.requested_time, e))
-                if self.metrics is not None:
-                    self.metrics.action_failed(self.label, "rollback")
-                    self.metrics.table_error(self.label, e)
-                log.error(
-                    "rollback of failed write failed: %s",
-                    e,
-                    extra={"table": self.label, "instant": instant.requested_time},
-                )
-                continue
-            result.rolled_back.append(instant.requested_time)
-            log.info(
-                "rolled back failed write %s", instant, extra={"table": self.label, "instant": instant.requested_time}
-            )
-            if self.metrics is not None:
-                self.metrics.action_completed(self.label, "rollback", duration_seconds=time.monotonic() - started)
+            t = instant.requested_time
+
+            def undo(_lease: LockHandle, target: Instant = instant) -> Instant:
+                return rollback(ctx.table, target, lock=ctx.lock_factory())
+
+            done = self._run_leased(ctx, "rollback", t, result, undo)
+            if done is not None:
+                result.rolled_back.append(t)
+                log.info("rolled back failed write %s", instant, extra={"table": self.label, "instant": t})
 
     def _execute(self, ctx: TableContext, instant_time: str, result: PassResult) -> None:
-        """Run one compaction under its executor lease; another replica holding the lease means skip."""
-        lease = self.locks.lease(ctx.table.name, ctx.table.base_path, f"compaction-{instant_time}")
-        try:
-            handle = lease.acquire(0.0)
-        except LockError:
-            log.info("another replica runs this compaction", extra={"table": self.label, "instant": instant_time})
+        done = self._run_leased(
+            ctx, "compaction", instant_time, result, lambda lease: execute_compaction(ctx, instant_time, lease=lease)
+        )
+        if done is None:
             return
-        try:
-            current = ctx.table.reload().get(instant_time, Action.COMPACTION)
-            if current is None or current.is_completed:
-                return
-            self._execute_leased(ctx, instant_time, result, handle)
-        finally:
-            lease.release(handle)
-
-    def _execute_leased(self, ctx: TableContext, instant_time: str, result: PassResult, lease: LockHandle) -> None:
-        key = f"{self.settings.uri}#{instant_time}"
-        self.running.add(key, job_tag(ctx.table.name, "compaction", instant_time))
-        self.status.running = f"compaction {instant_time}"
-        try:
-            done = execute_compaction(ctx, instant_time, lease=lease)
-        except TableServiceError as e:
-            result.failed.append((instant_time, e))
-            if self.metrics is not None:
-                self.metrics.action_failed(self.label, "compaction")
-                self.metrics.table_error(self.label, e)
-            log.error("compaction failed: %s", e, extra={"table": self.label, "instant": instant_time})
-            return
-        finally:
-            self.running.remove(key)
-            self.status.running = None
         result.completed.append(done)
         if self.metrics is not None:
-            self.metrics.action_completed(self.label, "compaction", duration_seconds=done.seconds)
             self.metrics.record_io(
                 self.label,
                 "compaction",

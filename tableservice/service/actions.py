@@ -1,0 +1,160 @@
+"""What every planned table-service action shares: the table context, the short lock sections, and running a
+plan to completion.
+
+Running a plan: the pending instant is found (an inflight attempt of an earlier run is rolled back first, and the
+plan runs again under the same instant), moved to inflight, given a fresh attempt id (tasks of an older attempt
+that still run delete what they write) and a heartbeat; the tasks run as one Spark job without any lock; files the
+commit will not name are removed; then, under the table lock, the timeline is re-read, conflicts are checked, the
+lock and the executor lease are verified, and the completed instant is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+
+from tableservice.errors import InvalidPlanError, UnsupportedTableError
+from tableservice.executors.spark import SparkExecutor, job_tag
+from tableservice.hudi.compaction import start_attempt
+from tableservice.hudi.filenames import parse_base_file_name
+from tableservice.hudi.fsview import partition_location
+from tableservice.hudi.instant import Instant, State
+from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
+from tableservice.hudi.rollback import rollback
+from tableservice.hudi.table import HudiTable
+from tableservice.hudi.tasks import Task
+from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.write.markers import Heartbeat, delete_markers, list_marked_files
+from tableservice.locks import LockHandle, TableLock
+from tableservice.storage import StorageOptions, join
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActionHooks:
+    """Callbacks for metrics: lock wait and hold seconds."""
+
+    lock_waited: Callable[[float], None] = lambda seconds: None
+    lock_held: Callable[[float], None] = lambda seconds: None
+
+
+@dataclass
+class TableContext:
+    table: HudiTable
+    lock: TableLock
+    executor: SparkExecutor
+    lock_timeout_s: float = 60.0
+    storage_options: StorageOptions | None = None
+    heartbeat_interval_ms: int = 60_000
+    compression: str = "gzip"
+    hooks: ActionHooks = field(default_factory=ActionHooks)
+
+    @contextmanager
+    def locked(self) -> Iterator[LockHandle]:
+        with self.lock.hold(self.lock_timeout_s, self.hooks.lock_waited, self.hooks.lock_held) as handle:
+            yield handle
+
+    def lock_factory(self) -> Callable[[], AbstractContextManager[object]]:
+        return self.locked
+
+
+def check_no_metadata_table(table: HudiTable) -> None:
+    if table.config.has_metadata_table:
+        raise UnsupportedTableError(
+            "table has a metadata table (hoodie.table.metadata.partitions); it is left unchanged until the metadata "
+            "table is maintained",
+            table=table.name,
+            path=table.config.path,
+        )
+
+
+def pending_plan(
+    ctx: TableContext, instant_time: str, what: str, is_target: Callable[[Instant], bool]
+) -> tuple[Instant, Timeline]:
+    """The requested instant of a pending plan and the timeline it was found on; an inflight attempt left by an
+    earlier run is rolled back first."""
+    table = ctx.table
+    timeline = table.reload()
+    instant = timeline.get(instant_time)
+    if instant is None or instant.is_completed or not is_target(instant):
+        raise InvalidPlanError(f"no pending {what} at {instant_time}", table=table.name)
+    if instant.state is State.INFLIGHT:
+        log.info("rolling back the previous attempt", extra={"table": table.name, "instant": instant_time})
+        rollback(table, instant, lock=ctx.lock_factory())
+        timeline = table.reload()
+        current = timeline.get(instant_time)
+        if current is None or not current.is_requested:
+            raise InvalidPlanError(f"{what} {instant_time} is not requested after its rollback", table=table.name)
+        instant = current
+    return instant, timeline
+
+
+def reconcile_attempt_files(
+    ctx: TableContext, instant: Instant, stats: Sequence[HoodieWriteStat], partitions: set[str]
+) -> int:
+    """Delete files named with the instant that the commit will not name: files of failed or speculative task
+    attempts (from the markers), and files an orphaned job of an earlier attempt left (from a listing of the plan's
+    partitions: base files carry the instant in their name)."""
+    table = ctx.table
+    t = instant.requested_time
+    keep = {s.path for s in stats if s.path}
+    removed = 0
+    candidates = {(p, name) for p, name, _ in list_marked_files(table.storage, table.base_path, t)}
+    for partition in partitions:
+        for fi in table.storage.list(partition_location(table.base_path, partition)):
+            parsed = parse_base_file_name(fi.name)
+            if parsed is not None and parsed.instant_time == t:
+                candidates.add((partition, fi.name))
+    for partition, name in sorted(candidates):
+        rel = f"{partition}/{name}" if partition else name
+        if rel not in keep and table.storage.delete(join(table.base_path, rel)):
+            removed += 1
+    return removed
+
+
+def run_plan(
+    ctx: TableContext,
+    instant: Instant,
+    tasks: Sequence[Task],
+    *,
+    action: str,
+    partitions: set[str],
+    metadata: Callable[[list[HoodieWriteStat]], HoodieCommitMetadata],
+    check_conflicts: Callable[[Timeline], None],
+    lease: LockHandle | None = None,
+    parallelism: int | None = None,
+) -> tuple[Instant, list[HoodieWriteStat]]:
+    """Run a requested plan's tasks and complete its instant (see the module docstring); returns the completed
+    instant and the write stats."""
+    table = ctx.table
+    t = instant.requested_time
+    inflight = table.active.transition_to_inflight(instant)
+    attempt = start_attempt(table.storage, table.base_path, t)
+    fenced = [replace(task, attempt_id=attempt) for task in tasks]
+    heartbeat = Heartbeat(table.storage, table.base_path, t, ctx.heartbeat_interval_ms).start()
+    try:
+        stats = ctx.executor.run_tasks(
+            fenced,
+            tag=job_tag(table.name, action, t),
+            description=f"{action} {table.name} {t}",
+            storage_options=ctx.storage_options,
+            parallelism=parallelism,
+        )
+        removed = reconcile_attempt_files(ctx, inflight, stats, partitions)
+        if removed:
+            log.info("removed %d files of failed task attempts", removed, extra={"table": table.name, "instant": t})
+        content = encode_commit_metadata(metadata(stats), table_version=table.config.version)
+        with ctx.locked() as handle:
+            latest = table.reload()
+            check_conflicts(latest)
+            handle.check()
+            if lease is not None:
+                lease.check()
+            done = table.active.transition_to_completed(inflight, content, timeline=latest)
+        delete_markers(table.storage, table.base_path, t)
+    finally:
+        heartbeat.stop()
+    return done, stats
