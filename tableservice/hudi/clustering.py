@@ -24,13 +24,10 @@ import pyarrow.compute as pc
 
 from tableservice.errors import InvalidPlanError
 from tableservice.hudi.basefile import write_base_file
-from tableservice.hudi.compaction import StaleAttemptError, check_attempt, with_file_name
-from tableservice.hudi.filenames import BaseFileName, parse_base_file_name, parse_log_file_name
-from tableservice.hudi.fsview import BaseFile, FileSlice, LogFile, partition_location
-from tableservice.hudi.merge import merge_config_from_properties
+from tableservice.hudi.compaction import StaleAttemptError, check_attempt, slice_at, task_reader, with_file_name
+from tableservice.hudi.filenames import BaseFileName
+from tableservice.hudi.fsview import partition_location
 from tableservice.hudi.models import HoodieReplaceCommitMetadata, HoodieWriteStat
-from tableservice.hudi.reader import BlockFilter, FileGroupReader
-from tableservice.hudi.schema import arrow_schema_from_avro
 from tableservice.hudi.write.markers import MarkerType, create_marker
 from tableservice.storage import Storage, join
 
@@ -80,24 +77,6 @@ class ClusteringTask:
         return cls(**data)
 
 
-def _slice(storage: Storage, partition: str, s: SliceInput) -> FileSlice:
-    base = None
-    if s.base_file is not None:
-        name = parse_base_file_name(s.base_file.rsplit("/", 1)[-1])
-        if name is None:
-            raise InvalidPlanError(f"{s.base_file!r} is not a base file name")
-        info = storage.info(s.base_file)
-        base = BaseFile(s.base_file, name, info.size if info else 0)
-    logs = []
-    for loc in s.log_files:
-        lname = parse_log_file_name(loc.rsplit("/", 1)[-1])
-        if lname is None:
-            raise InvalidPlanError(f"{loc!r} is not a log file name")
-        info = storage.info(loc)
-        logs.append(LogFile(loc, lname, info.size if info else 0))
-    return FileSlice(partition, s.file_id, s.base_instant_time, base, tuple(logs))
-
-
 def _rank(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Dense rank of a column's values (nulls last), as uint64."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
@@ -145,21 +124,15 @@ def _split_sizes(rows: int, row_bytes: float, groups: int, target_bytes: int) ->
 def run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieWriteStat]:
     """Merge, sort and rewrite one clustering group; returns one write stat per new file."""
     check_attempt(storage, task)
-    schema = arrow_schema_from_avro(task.avro_schema)
-    reader = FileGroupReader(
-        storage,
-        table_name=task.table_name,
-        merge_config=merge_config_from_properties(task.properties, task.table_version),
-        schema=schema,
-        block_filter=BlockFilter(
-            task.table_version,
-            frozenset(task.completed_instants),
-            task.timeline_start,
-            as_of=task.instant_time,
-            pending=frozenset(task.pending_instants),
-        ),
-    )
-    parts = [t for s in task.slices for t in reader.read_slice(_slice(storage, task.partition_path, s))]
+    reader = task_reader(storage, task)
+    schema = reader.schema
+    parts = [
+        t
+        for s in task.slices
+        for t in reader.read_slice(
+            slice_at(storage, task.partition_path, s.file_id, s.base_instant_time, s.base_file, s.log_files)
+        )
+    ]
     rows = pa.concat_tables(parts) if parts else schema.empty_table()
     rows = sort_rows(rows, task.sort_columns, task.layout)
     # Bytes a row takes on storage: from the input files (`size_hint`) when known, else Arrow's in-memory size

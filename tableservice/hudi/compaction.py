@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tableservice.errors import ConflictError, FileMissingError
+from tableservice.errors import ConflictError, FileMissingError, InvalidPlanError
 from tableservice.hudi.basefile import write_base_file
 from tableservice.hudi.filenames import BaseFileName, parse_base_file_name, parse_log_file_name
 from tableservice.hudi.fsview import BaseFile, FileSlice, LogFile, partition_location
@@ -75,20 +75,48 @@ class CompactionTask:
         return BaseFileName(self.file_id, self.write_token, self.instant_time, ".parquet").name
 
 
-def _slice_of(task: CompactionTask, storage: Storage) -> FileSlice:
+def slice_at(
+    storage: Storage,
+    partition: str,
+    file_id: str,
+    base_instant_time: str,
+    base_file: str | None,
+    log_files: Sequence[str],
+) -> FileSlice:
+    """A file slice from the locations a task names (sizes from storage)."""
     base = None
-    if task.base_file is not None:
-        name = parse_base_file_name(task.base_file.rsplit("/", 1)[-1])
-        assert name is not None
-        info = storage.info(task.base_file)
-        base = BaseFile(task.base_file, name, info.size if info else 0)
+    if base_file is not None:
+        name = parse_base_file_name(base_file.rsplit("/", 1)[-1])
+        if name is None:
+            raise InvalidPlanError(f"{base_file!r} is not a base file name")
+        info = storage.info(base_file)
+        base = BaseFile(base_file, name, info.size if info else 0)
     logs = []
-    for loc in task.log_files:
+    for loc in log_files:
         lname = parse_log_file_name(loc.rsplit("/", 1)[-1])
-        assert lname is not None
+        if lname is None:
+            raise InvalidPlanError(f"{loc!r} is not a log file name")
         info = storage.info(loc)
         logs.append(LogFile(loc, lname, info.size if info else 0))
-    return FileSlice(task.partition_path, task.file_id, task.base_instant_time, base, tuple(logs))
+    return FileSlice(partition, file_id, base_instant_time, base, tuple(logs))
+
+
+def task_reader(storage: Storage, task: Any) -> FileGroupReader:
+    """The merged reader a task uses: the table's merge mode and read schema, and the log blocks committed by
+    the time the task's instant was planned."""
+    return FileGroupReader(
+        storage,
+        table_name=task.table_name,
+        merge_config=merge_config_from_properties(task.properties, task.table_version),
+        schema=arrow_schema_from_avro(task.avro_schema),
+        block_filter=BlockFilter(
+            task.table_version,
+            frozenset(task.completed_instants),
+            task.timeline_start,
+            as_of=task.instant_time,
+            pending=frozenset(task.pending_instants),
+        ),
+    )
 
 
 def check_attempt(storage: Storage, task: Any) -> None:
@@ -110,21 +138,10 @@ def _with_file_name(table: pa.Table, name: str) -> pa.Table:
 def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteStat:
     """Merge the slice and write the new base file (marker first). Returns the write stat of the new file."""
     started = time.monotonic()
-    schema = arrow_schema_from_avro(task.avro_schema)
-    reader = FileGroupReader(
-        storage,
-        table_name=task.table_name,
-        merge_config=merge_config_from_properties(task.properties, task.table_version),
-        schema=schema,
-        block_filter=BlockFilter(
-            task.table_version,
-            frozenset(task.completed_instants),
-            task.timeline_start,
-            as_of=task.instant_time,
-            pending=frozenset(task.pending_instants),
-        ),
+    reader = task_reader(storage, task)
+    slice_ = slice_at(
+        storage, task.partition_path, task.file_id, task.base_instant_time, task.base_file, task.log_files
     )
-    slice_ = _slice_of(task, storage)
     name = task.new_file_name
     _check_attempt(storage, task)
     create_marker(storage, task.base_path, task.instant_time, task.partition_path, name, MarkerType.CREATE)
