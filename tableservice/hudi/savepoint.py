@@ -22,8 +22,7 @@ Facts (Apache Hudi `SavepointActionExecutor`, `SavepointHelpers`, `TimelineMetad
   Hudi only warns when there is none.
 - The cleaner keeps every file named in a completed savepoint (`CleanPlanner.getSavepointedDataFiles`).
 
-Our timeline loader (`build_timeline`) keeps one instant per requested time, so a savepoint and the commit it
-protects shadow each other there; `load_timeline` and `savepoint_instants` here list savepoint files separately.
+A savepoint shares the requested time of the commit it protects; the timeline keeps the two apart.
 Every change here is made under the table lock: the checks, the listing of the slices and both timeline files.
 """
 
@@ -37,7 +36,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from tableservice.errors import PermanentError, TableServiceError
-from tableservice.hudi.instant import WRITE_ACTIONS, Action, Instant, State, parse_instant_file_name
+from tableservice.hudi.instant import WRITE_ACTIONS, Action, Instant, State
 from tableservice.hudi.models import (
     HoodieSavepointMetadata,
     HoodieSavepointPartitionMetadata,
@@ -47,8 +46,7 @@ from tableservice.hudi.models import (
     encode_savepoint_metadata,
 )
 from tableservice.hudi.table import HudiTable
-from tableservice.hudi.timeline import Timeline, build_timeline
-from tableservice.storage import FileInfo
+from tableservice.hudi.timeline import Timeline
 
 log = logging.getLogger(__name__)
 LockFactory = Callable[[], AbstractContextManager[object]]
@@ -111,37 +109,14 @@ def _no_lock() -> AbstractContextManager[object]:
     return contextlib.nullcontext()
 
 
-def _is_savepoint_file(fi: FileInfo) -> bool:
-    parsed = None if fi.is_dir else parse_instant_file_name(fi.name)
-    return parsed is not None and parsed.action is Action.SAVEPOINT
-
-
-def _savepoints_from(files: list[FileInfo]) -> list[Instant]:
-    latest: dict[str, Instant] = {}
-    for fi in files:
-        parsed = parse_instant_file_name(fi.name)
-        if parsed is None:
-            continue
-        cur = latest.get(parsed.requested_time)
-        if cur is None or parsed.state > cur.state:
-            latest[parsed.requested_time] = parsed
-    return sorted(latest.values())
-
-
 def savepoint_instants(table: HudiTable) -> list[Instant]:
-    """Savepoint instants (inflight or completed), from one listing of the timeline folder."""
-    return _savepoints_from([fi for fi in table.storage.list(table.active.folder) if _is_savepoint_file(fi)])
+    """Savepoint instants (inflight or completed), from a fresh load of the timeline (one listing)."""
+    return [i for i in table.reload() if i.action is Action.SAVEPOINT]
 
 
 def load_timeline(table: HudiTable) -> Timeline:
-    """The active timeline with savepoints kept apart from the commits they share their time with (one listing)."""
-    files = table.storage.list(table.active.folder)
-    savepoint_files = [fi for fi in files if _is_savepoint_file(fi)]
-    others = [fi for fi in files if not _is_savepoint_file(fi)]
-    base = build_timeline(others, table.config.layout_version)
-    merged = Timeline(tuple(sorted(base.instants + tuple(_savepoints_from(savepoint_files)))), base.layout_version)
-    merged.completed_mtimes.update(base.completed_mtimes)
-    return merged
+    """The active timeline, freshly loaded (savepoints beside the commits they protect)."""
+    return table.reload()
 
 
 def earliest_commit_retained_by_cleaner(table: HudiTable, timeline: Timeline) -> str | None:

@@ -61,7 +61,6 @@ from tableservice.hudi.instant import (
     timeline_timezone,
 )
 from tableservice.hudi.models import decode_clean_metadata, decode_cleaner_plan
-from tableservice.hudi.savepoint import savepoint_instants
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
 from tableservice.planning.keyed_policy import HudiKeyedPolicy
@@ -378,16 +377,6 @@ _ARCHIVABLE_ACTIONS = frozenset(
 # --- the plan ----------------------------------------------------------------------------------------
 
 
-def _with_listed_savepoints(table: HudiTable, timeline: Timeline) -> Timeline:
-    """`timeline` plus savepoints listed from storage: a timeline loaded by `build_timeline` may hide a savepoint
-    behind the commit it shares its requested time with."""
-    known = {i.requested_time for i in timeline if i.action is Action.SAVEPOINT}
-    extra = [i for i in savepoint_instants(table) if i.requested_time not in known]
-    if not extra:
-        return timeline
-    return Timeline(tuple(sorted(timeline.instants + tuple(extra))), timeline.layout_version, timeline.completed_mtimes)
-
-
 def plan_archival(
     table: HudiTable,
     timeline: Timeline,
@@ -402,7 +391,6 @@ def plan_archival(
     commits: list[Instant] = []
     bounds: dict[str, str] = {}
     if len(completed) > hi:
-        timeline = _with_listed_savepoints(table, timeline)
         candidates = {
             "earliest pending write": _pending_write_bound(timeline, completed),
             "instant archival leaves behind": _staying_bound(timeline),

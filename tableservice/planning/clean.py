@@ -25,9 +25,8 @@ are in `clean_rules`):
    tables with savepoints). No plan (None) when it would delete nothing; Hudi's optional empty "checkpoint"
    cleans (`hoodie.clean.empty.commit.interval.hours`) are not written.
 
-Savepoints share the requested time of the commit they protect (`<t>.savepoint.inflight`, `<t>.savepoint`), and
-`Timeline` keeps one instant per requested time, so `load_clean_timeline` builds the timeline without savepoint
-files and returns the completed savepoints beside it.
+Savepoints share the requested time of the commit they protect (`<t>.savepoint.inflight`, `<t>.savepoint`);
+`load_clean_timeline` returns the timeline without them and the completed savepoints beside it.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from tableservice.hudi.instant import (
     Instant,
     State,
     format_instant_time,
-    parse_instant_file_name,
     timeline_timezone,
 )
 from tableservice.hudi.models import (
@@ -59,7 +57,7 @@ from tableservice.hudi.models import (
     decode_savepoint_metadata,
 )
 from tableservice.hudi.table import HudiTable
-from tableservice.hudi.timeline import Timeline, build_timeline
+from tableservice.hudi.timeline import Timeline
 from tableservice.planning.clean_policy import CleanerPolicyName, CleanPolicy
 from tableservice.planning.clean_rules import PartitionClean, Retention, partition_clean
 
@@ -98,26 +96,18 @@ class CleanTimeline:
 
 
 def load_clean_timeline(table: HudiTable) -> CleanTimeline:
-    """One listing of the timeline folder, split into the timeline proper and the completed savepoints."""
-    files = table.storage.list(table.active.folder)
-    others = []
-    savepoints = []
-    for fi in files:
-        parsed = parse_instant_file_name(fi.name) if not fi.is_dir else None
-        if parsed is not None and parsed.action is Action.SAVEPOINT:
-            if parsed.is_completed:
-                savepoints.append(parsed)
-            continue
-        others.append(fi)
-    timeline = build_timeline(others, table.config.layout_version)
-    return CleanTimeline(timeline, tuple(sorted(savepoints, key=lambda i: i.requested_time)))
+    """A fresh load of the timeline (one listing), split into the timeline proper and the completed savepoints."""
+    return _split(table.reload())
+
+
+def _split(timeline: Timeline) -> CleanTimeline:
+    return CleanTimeline(
+        timeline.filter(lambda i: i.action is not Action.SAVEPOINT), tuple(timeline.savepoints().instants)
+    )
 
 
 def _clean_timeline(table: HudiTable, timeline: Timeline | None) -> CleanTimeline:
-    if timeline is None:
-        return load_clean_timeline(table)
-    listed = load_clean_timeline(table).savepoints
-    return CleanTimeline(timeline.filter(lambda i: i.action is not Action.SAVEPOINT), listed)
+    return load_clean_timeline(table) if timeline is None else _split(timeline)
 
 
 def last_completed_clean(table: HudiTable, timeline: Timeline) -> tuple[Instant, HoodieCleanMetadata] | None:
@@ -195,7 +185,7 @@ def clean_due(table: HudiTable, timeline: Timeline | None, policy: CleanPolicy) 
         return False, "cleaning is disabled (tableservice.clean.enabled=false)"
     if timeline is None:
         tl = load_clean_timeline(table).timeline
-    else:  # no listing: the caller's timeline (a savepointed commit it lost to its savepoint is not counted)
+    else:
         tl = timeline.filter(lambda i: i.action is not Action.SAVEPOINT)
     pending = tl.pending_of(Action.CLEAN).first()
     if pending is not None:
