@@ -67,6 +67,11 @@ class ConflictError(RetryableError):
     """Another writer changed the table in a way that conflicts with this action."""
 
 
+class ActionAbandonedError(ConflictError):
+    """A planned action can never complete (a write it conflicts with has completed), so its plan was removed;
+    a new plan may be scheduled. An expected outcome of optimistic concurrency, not a failure of the table."""
+
+
 # --- permanent -------------------------------------------------------------------------------------
 
 

@@ -119,3 +119,32 @@ def test_failed_write_is_rolled_back_by_one_replica(tmp_path: Path, monkeypatch:
     lease.release(held)
     assert worker.run_pass().rolled_back == [failed]
     assert HudiTable.open(Storage(), path).timeline().get(failed) is None
+
+
+def test_v6_compaction_waits_for_an_earlier_pending_write_without_failing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Table version 6 cannot plan a compaction above a pending write; the pass defers it (no failure, so no
+    back-off) and plans it once that write is gone."""
+    path = mor_table(tmp_path / "t", version=6, records=300, commits=4, max_file_records=60)
+    failed = _failed_write(path, monkeypatch)
+    settings = TableSettings(
+        uri=path,
+        name="t",
+        compaction_schedule=True,
+        compaction_execute=False,
+        compaction_policy=CompactionPolicy.from_mapping({"hoodie.compact.inline.max.delta.commits": 1}),
+        failed_writes=FailedWritesPolicy.NEVER,
+        clean_schedule=False,
+        archival_enabled=False,
+    )
+    worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
+    result = worker.run_pass()
+    assert result.failed == [] and result.scheduled == []
+    timeline = HudiTable.open(Storage(), path).timeline()
+    assert [i.requested_time for i in timeline.pending()] == [failed]
+    worker.settings = TableSettings(**{**settings.__dict__, "failed_writes": FailedWritesPolicy.EAGER})
+    result = worker.run_pass()
+    assert result.rolled_back == [failed] and len(result.scheduled) == 1 and result.failed == []
+    timeline = HudiTable.open(Storage(), path).timeline()
+    assert [i.action for i in timeline.pending()] == [Action.COMPACTION]

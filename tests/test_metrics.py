@@ -42,6 +42,7 @@ def test_family_names_and_types() -> None:
         "tableservice_actions_scheduled": "counter",
         "tableservice_actions_completed": "counter",
         "tableservice_actions_failed": "counter",
+        "tableservice_actions_abandoned": "counter",
         "tableservice_action_duration_seconds": "histogram",
         "tableservice_read_bytes": "counter",
         "tableservice_written_bytes": "counter",
@@ -82,6 +83,7 @@ def test_action_lifecycle_values() -> None:
     m.action_completed("trips", "compaction", duration_seconds=42.0)
     m.action_completed("trips", "compaction", duration_seconds=4000.0)
     m.action_failed("trips", "clustering")
+    m.action_abandoned("trips", "clustering")
     m.record_io("trips", "compaction", bytes_read=1000, bytes_written=700, records_read=50, records_written=40)
     m.record_io("trips", "compaction", bytes_read=24, log_files_compacted=6)
     got = samples(m)
@@ -94,6 +96,7 @@ def test_action_lifecycle_values() -> None:
     assert got[key("tableservice_actions_scheduled_total", **ta)] == 2.0
     assert got[key("tableservice_actions_completed_total", **ta)] == 2.0
     assert got[key("tableservice_actions_failed_total", table="trips", action="clustering")] == 1.0
+    assert got[key("tableservice_actions_abandoned_total", table="trips", action="clustering")] == 1.0
     assert got[key("tableservice_read_bytes_total", **ta)] == 1024.0
     assert got[key("tableservice_written_bytes_total", **ta)] == 700.0
     assert got[key("tableservice_read_records_total", **ta)] == 50.0

@@ -137,6 +137,12 @@ class Metrics:
         # --- executions
         self._completed = Counter(name("actions_completed"), "Actions executed and committed", ta, registry=reg)
         self._failed = Counter(name("actions_failed"), "Action executions that failed", ta, registry=reg)
+        self._abandoned = Counter(
+            name("actions_abandoned"),
+            "Pending plans removed because a write that completed after them conflicts (a new plan may follow)",
+            ta,
+            registry=reg,
+        )
         self._duration = Histogram(
             name("action_duration_seconds"),
             "Wall time of a successful action execution, from start to commit",
@@ -237,6 +243,10 @@ class Metrics:
     def action_failed(self, table: str, action: str) -> None:
         """An execution of `action` failed (report the error itself with `table_error`)."""
         self._child(self._failed, table, _check_label("action", action)).inc()
+
+    def action_abandoned(self, table: str, action: str) -> None:
+        """A pending plan of `action` was rolled back and removed: a completed write conflicts with it."""
+        self._child(self._abandoned, table, _check_label("action", action)).inc()
 
     def record_io(
         self,

@@ -4,6 +4,10 @@ v8+: `clustering.requested/inflight` → `replacecommit`).
 
 Locks as for compaction: instant generation + plan write; conflict check + completed-instant write. The conflict
 check refuses to complete when a write that completed after the plan touched or replaced an input file group.
+Such a plan can never complete (it names the files it reads), and while pending it blocks writers that reject
+updates under clustering, so it is abandoned: its attempt is rolled back and its instant removed (as Hudi's
+`hoodie.clustering.rollback.pending.replacecommit.on.conflict` does from the writer's side); the policy may then
+schedule a new plan over the current file slices.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ import logging
 import time
 from dataclasses import dataclass
 
-from tableservice.errors import ConflictError, InvalidPlanError
+from tableservice.errors import ActionAbandonedError, ConflictError, InvalidPlanError
 from tableservice.hudi.clustering import ClusteringTask, clustering_commit_metadata
 from tableservice.hudi.instant import Instant, State
 from tableservice.hudi.models import HoodieWriteStat
+from tableservice.hudi.rollback import rollback
 from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
@@ -121,13 +126,24 @@ def _tasks(
     ]
 
 
-def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, groups: list[ClusteringGroupInput]) -> None:
-    inputs = {fg for g in groups for fg in g.file_group_ids}
+def _completed_after_plan(table: HudiTable, latest: Timeline, other: Instant, instant: Instant) -> bool:
+    """Whether write `other` completed after clustering `instant` was planned. Tables with completion times
+    (v8+) compare them; table version 6 has none, so a write requested before the plan counts as completed after
+    it unless its completed file is older than the plan file (a tie counts as after: the safe side)."""
+    if other.completion_time is not None:
+        return other.completion_time > instant.requested_time
+    if other.requested_time > instant.requested_time:
+        return True
+    done_ms = latest.completed_mtimes.get(other.requested_time)
+    plan = table.storage.info(table.active.path_of(instant.with_state(State.REQUESTED)))
+    return done_ms is None or plan is None or done_ms >= plan.mtime_ms
+
+
+def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, inputs: set[tuple[str, str]]) -> None:
+    """Refuse when a write that completed after the plan touched or replaced an input file group: the plan names
+    the files it reads, so that write's data would be lost. Such a plan can never complete."""
     for other in latest.completed_writes():
-        if other.requested_time == instant.requested_time:
-            continue
-        done = other.completion_time or other.requested_time
-        if done <= instant.requested_time:
+        if other.requested_time == instant.requested_time or not _completed_after_plan(table, latest, other, instant):
             continue
         md = table.commit_metadata(other)
         touched = {(s.partition_path or "", s.file_id or "") for s in md.write_stats()}
@@ -141,6 +157,28 @@ def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, group
             )
 
 
+def _abandon(ctx: TableContext, instant_time: str, conflict: ConflictError) -> ActionAbandonedError:
+    """Remove a clustering plan that can never complete: roll back its attempt's files, then delete its instant
+    (under the table lock), so the writers it blocks go on and a new plan can be scheduled. A crash half-way
+    leaves the plan requested; the next attempt finds the same conflict and finishes this."""
+    table = ctx.table
+    current = table.reload().get(instant_time)
+    if current is not None and current.is_inflight:
+        rollback(table, current, lock=ctx.lock_factory())
+    with ctx.locked():
+        current = table.reload().get(instant_time)
+        if current is not None and not current.is_completed:
+            table.active.delete_pending(current)
+    log.warning(
+        "clustering abandoned and its plan removed: %s",
+        conflict.problem,
+        extra={"table": table.name, "instant": instant_time},
+    )
+    return ActionAbandonedError(
+        f"clustering {instant_time} abandoned (its plan was removed): {conflict.problem}", table=table.name
+    )
+
+
 def execute_clustering(
     ctx: TableContext, instant_time: str, policy: ClusteringPolicy, *, lease: LockHandle | None = None
 ) -> ClusteringResult:
@@ -149,6 +187,11 @@ def execute_clustering(
     check_no_metadata_table(table)
     instant, timeline = pending_plan(ctx, instant_time, "clustering", table.is_clustering)
     plan = table.clustering_plan(instant)
+    inputs = plan.file_group_ids()
+    try:
+        _check_conflicts(table, timeline, instant, inputs)
+    except ConflictError as e:
+        raise _abandon(ctx, instant_time, e) from e
     plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
     groups = validate_clustering_plan(table, instant, plan, plan_file=plan_file, timeline=timeline)
     replaced: dict[str, list[str]] = {}
@@ -156,16 +199,19 @@ def execute_clustering(
         replaced.setdefault(g.partition, []).extend(s.file_id for s in g.slices)
     replaced_t = {p: tuple(v) for p, v in replaced.items()}
     schema_json = avro_schema_to_json(table.latest_schema(timeline) or {})
-    done, stats = run_plan(
-        ctx,
-        instant,
-        _tasks(ctx, instant, groups, timeline, policy),
-        action="clustering",
-        partitions={g.partition for g in groups},
-        metadata=lambda stats: clustering_commit_metadata(stats, replaced_t, schema_json),
-        check_conflicts=lambda latest: _check_conflicts(table, latest, instant, groups),
-        lease=lease,
-    )
+    try:
+        done, stats = run_plan(
+            ctx,
+            instant,
+            _tasks(ctx, instant, groups, timeline, policy),
+            action="clustering",
+            partitions={g.partition for g in groups},
+            metadata=lambda stats: clustering_commit_metadata(stats, replaced_t, schema_json),
+            check_conflicts=lambda latest: _check_conflicts(table, latest, instant, inputs),
+            lease=lease,
+        )
+    except ConflictError as e:
+        raise _abandon(ctx, instant_time, e) from e
     seconds = time.monotonic() - started
     log.info(
         "completed clustering of %d groups into %d files in %.1fs",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from tableservice.errors import LockError, TableServiceError, UnsupportedTableError
+from tableservice.errors import ActionAbandonedError, LockError, TableServiceError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.archival import archive
 from tableservice.hudi.clean import execute_clean, pending_cleans, schedule_clean
@@ -30,6 +30,7 @@ from tableservice.planning.clean import CleanPlanner
 from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.clustering_policy import ClusteringPolicy
 from tableservice.planning.clustering_trigger import clustering_due
+from tableservice.planning.compaction import CompactionBlockedError
 from tableservice.planning.policy import CompactionPolicy
 from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.clustering import (
@@ -341,6 +342,11 @@ class TableWorker:
         started = time.monotonic()
         try:
             out = fn()
+        except ActionAbandonedError as e:  # optimistic concurrency at work, not a failure of the table
+            if self.metrics is not None:
+                self.metrics.action_abandoned(self.label, action)
+            log.warning("%s abandoned: %s", action, e, extra={"table": self.label, "instant": instant})
+            return None
         except TableServiceError as e:
             result.failed.append((instant, e))
             if self.metrics is not None:
@@ -413,7 +419,11 @@ class TableWorker:
                     return
                 self._execute(ctx, instant.requested_time, result)
         if s.compaction_schedule and s.compaction_policy.enabled and allow_schedule and not stop():
-            scheduled = schedule_compaction(ctx, s.compaction_policy)
+            try:
+                scheduled = schedule_compaction(ctx, s.compaction_policy)
+            except CompactionBlockedError as e:  # table version 6: waits for the earlier write to finish
+                log.info("compaction deferred: %s", e.problem, extra={"table": self.label})
+                return
             self._planned("compaction", scheduled)
             if scheduled is not None:
                 result.scheduled.append(scheduled.requested_time)

@@ -38,6 +38,7 @@ from tableservice.hudi.models import (
     encode_requested_replace_metadata,
 )
 from tableservice.hudi.reader import BlockFilter, FileGroupReader
+from tableservice.hudi.rollback import rollback
 from tableservice.hudi.schema import add_meta_fields, arrow_schema_from_avro, avro_schema_to_json
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
@@ -65,6 +66,10 @@ class WriteOptions:
     compression: str = "gzip"
     heartbeat_interval_ms: int = 60_000
     stage_id: int = 1
+    # Hudi's `hoodie.clustering.updates.strategy`: False is SparkRejectUpdateStrategy (the default: updates to file
+    # groups under pending clustering are refused, and a write fails at commit when a clustering of its file groups
+    # was scheduled after it started); True is SparkAllowUpdateStrategy (the clustering is the one to give way).
+    allow_updates_under_clustering: bool = False
 
 
 @dataclass(frozen=True)
@@ -179,12 +184,18 @@ class WriteClient:
                     delete_markers(self.storage, self.base_path, instant_time)
                 raise
             metadata = self._commit_metadata(operation, stats, replaced, data_schema, overwrite)
-            with self.lock():
-                latest = table.reload()
-                self._check_conflicts(table, latest, instant, stats, replaced)
-                table.active.transition_to_completed(
-                    instant, encode_commit_metadata(metadata, table_version=config.version), timeline=latest
-                )
+            try:
+                with self.lock():
+                    latest = table.reload()
+                    self._check_conflicts(table, latest, instant, stats, replaced)
+                    table.active.transition_to_completed(
+                        instant, encode_commit_metadata(metadata, table_version=config.version), timeline=latest
+                    )
+            except ConflictError:
+                # Lost the race at commit: this attempt is undone at once (as the EAGER failed-writes policy
+                # would), so the caller can retry with a new instant.
+                rollback(table, instant, lock=self.lock)
+                raise
             delete_markers(self.storage, self.base_path, instant_time)
         finally:
             heartbeat.stop()
@@ -220,9 +231,18 @@ class WriteClient:
         replaced: dict[str, tuple[str, ...]],
     ) -> None:
         """Optimistic concurrency: fail when a write that completed since we started touched our file groups
-        (or replaced them), unless it is a compaction (which leaves the file group's data unchanged)."""
+        (or replaced them), unless it is a compaction (which leaves the file group's data unchanged); and, unless
+        updates under clustering are allowed, when a clustering scheduled after we started covers them."""
         ours = {(s.partition_path or "", s.file_id or "") for s in stats}
         ours |= {(p, f) for p, fids in replaced.items() for f in fids}
+        if not self.options.allow_updates_under_clustering:
+            for fg, clustering in table.view_inputs(latest).pending_clustering.items():
+                if fg in ours and clustering > instant.requested_time:
+                    raise ConflictError(
+                        f"clustering {clustering} scheduled after this write started covers file group {fg[1]} "
+                        f"in {fg[0]!r}",
+                        table=table.name,
+                    )
         for other in latest.completed_writes():
             if other.completion_time is not None and instant.requested_time >= other.completion_time:
                 continue
@@ -269,7 +289,9 @@ class WriteClient:
         index = self._index(view, touched)
         upd_fid = self._lookup(index, upd)
         del_fid = self._lookup(index, dels)
-        clustering = table.view_inputs(timeline).pending_clustering
+        clustering = (
+            {} if self.options.allow_updates_under_clustering else table.view_inputs(timeline).pending_clustering
+        )
         for fg in {*self._groups(upd, upd_fid), *self._groups(dels, del_fid)}:
             if fg in clustering:
                 raise ConflictError(

@@ -1,0 +1,163 @@
+"""A write in flight while a clustering of its file groups is scheduled (the write started before the plan and
+commits after it). Hudi's default writer (updates under clustering rejected) fails at commit and undoes its
+attempt, and the clustering completes. A writer that allows updates under clustering commits; the clustering plan
+can then never complete (it names the files it reads), so the daemon abandons it: the attempt is rolled back, the
+instant removed, no rows are lost, and a later plan over the new slices completes. Table version 6 has no
+completion times, so there the late commit is found from the timeline files' modification times."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oracle import hudi_read
+from prometheus_client import CollectorRegistry
+from table_model import Row, table_rows
+
+from tableservice.errors import ConflictError
+from tableservice.hudi.instant import Action, Instant
+from tableservice.hudi.schema import avro_schema_from_arrow
+from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table_config import TableType
+from tableservice.hudi.write.client import WriteClient, WriteOptions
+from tableservice.hudi.write.create import TableSpec, create_table
+from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload, WorkloadStep
+from tableservice.locks import InProcessLockProvider
+from tableservice.metrics import Metrics
+from tableservice.planning.clustering_policy import ClusteringPolicy
+from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.actions import TableContext
+from tableservice.service.clustering import execute_clustering, pending_clustering, schedule_clustering
+from tableservice.service.table_worker import TableSettings, TableWorker
+from tableservice.storage import Storage
+
+pytestmark = [pytest.mark.spark, pytest.mark.oracle]
+POLICY = ClusteringPolicy.from_mapping(
+    {
+        "tableservice.clustering.enabled": "true",
+        "hoodie.clustering.plan.strategy.target.file.max.bytes": str(1 << 20),
+        "hoodie.clustering.plan.strategy.sort.columns": "fare",
+    }
+)
+
+
+class PlanBeforeCommit:
+    """The writer's lock factory. Its second use is the writer's commit: just before it, a clustering is scheduled,
+    so the plan lands while the write is in flight."""
+
+    def __init__(self, locks: InProcessLockProvider, path: str, schedule: Callable[[], Instant | None]) -> None:
+        self.lock = locks.table_lock("t", path)
+        self.schedule = schedule
+        self.calls = 0
+        self.scheduled: Instant | None = None
+
+    def __call__(self) -> AbstractContextManager[object]:
+        self.calls += 1
+        if self.calls == 2:
+            self.scheduled = self.schedule()
+        return self.lock.hold(30.0)
+
+
+def _setup(tmp_path: Path, version: int, table_type: TableType) -> tuple[str, list[WorkloadStep]]:
+    path = str(tmp_path / "t")
+    create_table(
+        Storage(),
+        path,
+        TableSpec(
+            name="t",
+            table_type=table_type,
+            version=version,
+            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
+            record_key_fields=("uuid",),
+            partition_fields=("city",),
+            ordering_fields=("ts",),
+        ),
+    )
+    steps = list(Workload(300, 3, 0.3, 0.02, partitions=2, seed=11).steps())
+    client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=50))
+    for step in steps[:2]:
+        client.apply(step)
+    return path, steps[2:]
+
+
+def _rows(path: str) -> list[Row]:
+    """The table's rows as hudi-rs reads them, without the meta fields (clustering renames files)."""
+    return table_rows(hudi_read(path), TRIP_SCHEMA.names, "uuid", "city")
+
+
+def _ctx(path: str, locks: InProcessLockProvider, executor: Any) -> TableContext:
+    table = HudiTable.open(Storage(), path)
+    return TableContext(table=table, lock=locks.table_lock("t", path), executor=executor)
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_rejecting_writer_fails_at_commit_and_clustering_completes(
+    version: int, tmp_path: Path, spark_executor: Any
+) -> None:
+    path, (step,) = _setup(tmp_path, version, TableType.MERGE_ON_READ)
+    before = _rows(path)
+    locks = InProcessLockProvider()
+    ctx = _ctx(path, locks, spark_executor)
+    hook = PlanBeforeCommit(locks, path, lambda: schedule_clustering(ctx, POLICY, force=True))
+    writer = WriteClient(Storage(), path, lock=hook, options=WriteOptions(max_file_records=50))
+    with pytest.raises(ConflictError, match="scheduled after this write started"):
+        writer.apply(step)
+    assert hook.scheduled is not None, "the clustering was planned while the write was in flight"
+    timeline = ctx.table.reload()
+    pending = [i for i in timeline.pending() if i.action is not Action.CLUSTERING and not ctx.table.is_clustering(i)]
+    assert pending == [], "the failed write's attempt was undone at once"
+    assert timeline.completed().filter(lambda i: i.action is Action.ROLLBACK).instants
+    done = execute_clustering(ctx, hook.scheduled.requested_time, POLICY)
+    assert done.instant.is_completed
+    assert _rows(path) == before, "after the rejected write and the clustering"
+
+
+@pytest.mark.parametrize(
+    ("version", "table_type"),
+    [(6, TableType.MERGE_ON_READ), (9, TableType.MERGE_ON_READ), (8, TableType.COPY_ON_WRITE)],
+)
+def test_clustering_that_lost_to_a_write_is_abandoned_without_losing_rows(
+    version: int, table_type: TableType, tmp_path: Path, spark_executor: Any
+) -> None:
+    path, (step,) = _setup(tmp_path, version, table_type)
+    locks = InProcessLockProvider()
+    ctx = _ctx(path, locks, spark_executor)
+    hook = PlanBeforeCommit(locks, path, lambda: schedule_clustering(ctx, POLICY, force=True))
+    writer = WriteClient(
+        Storage(), path, lock=hook, options=WriteOptions(max_file_records=50, allow_updates_under_clustering=True)
+    )
+    written = writer.apply(step)
+    plan = hook.scheduled
+    assert plan is not None
+    after_write = _rows(path)
+    assert any(s.num_update_writes for s in written.stats), "the write updated file groups under the plan"
+
+    metrics = Metrics(CollectorRegistry())
+    settings = TableSettings(
+        uri=path,
+        name="t",
+        compaction_schedule=False,
+        compaction_execute=False,
+        compaction_policy=CompactionPolicy(),
+        clustering_policy=POLICY,
+        clean_schedule=False,
+        archival_enabled=False,
+    )
+    result = TableWorker(settings, Storage(), locks, spark_executor, metrics).run_pass()
+    assert result.failed == [] and result.clustered == []
+    text = metrics.render()[0].decode()
+    assert 'tableservice_actions_abandoned_total{action="clustering",table="t"} 1.0' in text
+    table = HudiTable.open(Storage(), path)
+    timeline = table.timeline()
+    assert pending_clustering(table, timeline) == []
+    assert timeline.get(plan.requested_time) is None
+    assert _rows(path) == after_write, "after the abandoned clustering"
+
+    again = schedule_clustering(_ctx(path, locks, spark_executor), POLICY, force=True)
+    assert again is not None
+    done = execute_clustering(_ctx(path, locks, spark_executor), again.requested_time, POLICY)
+    assert done.instant.is_completed
+    assert _rows(path) == after_write, "after a new clustering"
