@@ -30,7 +30,8 @@ from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.metrics import Metrics, new_metrics
 from tableservice.service.http import HealthState, serve_http, service_routes
 from tableservice.service.scheduler import PriorityCapacity
-from tableservice.service.table_worker import RunningActions, TableSettings, TableWorker
+from tableservice.service.table_state import RunningActions, TableSettings
+from tableservice.service.table_worker import TableWorker
 from tableservice.storage import Storage, StorageOptions
 
 log = logging.getLogger(__name__)

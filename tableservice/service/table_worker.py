@@ -1,5 +1,6 @@
-"""One pass over one table: look at its timeline, report what is pending, schedule compaction when due, and
-execute pending compactions. Blocking code (storage and Spark); the daemon runs it in worker threads.
+"""One pass over one table, in Hudi's order: finish pending rollbacks, roll back failed writes, then compaction,
+clustering and clean (each: execute pending plans oldest first, then schedule one when due and run it), then
+archival. Blocking code (storage and Spark); the daemon runs it in worker threads.
 
 The same pass serves `tableservice run` (every poll), `tableservice once` and the operator commands.
 """
@@ -8,136 +9,47 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TypeVar
 
 from tableservice.errors import ActionAbandonedError, LockError, TableServiceError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.archival import archive
 from tableservice.hudi.clean import execute_clean, pending_cleans, schedule_clean
-from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
-from tableservice.hudi.instant import Action, Instant, parse_instant_time, timeline_timezone
+from tableservice.hudi.failed_writes import failed_writes
+from tableservice.hudi.instant import Action, Instant
 from tableservice.hudi.rollback import resume_pending_rollbacks, rollback
 from tableservice.hudi.table import HudiTable
 from tableservice.locks import LockHandle, LockProvider
 from tableservice.metrics import Metrics
-from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean import CleanPlanner
-from tableservice.planning.clean_policy import CleanPolicy
-from tableservice.planning.clustering_policy import ClusteringPolicy
 from tableservice.planning.clustering_trigger import clustering_due
 from tableservice.planning.compaction import CompactionBlockedError
-from tableservice.planning.policy import CompactionPolicy
 from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.clustering import (
-    ClusteringResult,
     execute_clustering,
     pending_clustering,
     schedule_clustering,
 )
 from tableservice.service.compaction import (
-    CompactionResult,
     check_supported,
     compaction_decision,
     execute_compaction,
     schedule_compaction,
 )
+from tableservice.service.table_state import (
+    PassResult,
+    RunningActions,
+    TableSettings,
+    TableStatus,
+    age_seconds,
+)
 from tableservice.storage import Storage, StorageOptions
 
+__all__ = ["PassResult", "RunningActions", "TableSettings", "TableStatus", "TableWorker"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-SERVICE_ACTIONS = ("compaction",)
-
-
-@dataclass(frozen=True)
-class TableSettings:
-    """How one table is served (from the daemon's configuration)."""
-
-    uri: str
-    name: str | None
-    compaction_schedule: bool
-    compaction_execute: bool
-    compaction_policy: CompactionPolicy
-    lock_timeout_s: float = 60.0
-    failed_writes: FailedWritesPolicy = FailedWritesPolicy.LAZY
-    clustering_schedule: bool = False
-    clustering_execute: bool = True
-    clustering_policy: ClusteringPolicy = field(default_factory=ClusteringPolicy)
-    clean_schedule: bool = True
-    clean_execute: bool = True
-    clean_policy: CleanPolicy = field(default_factory=CleanPolicy)
-    archival_enabled: bool = True
-    archival_policy: ArchivalPolicy = field(default_factory=ArchivalPolicy)
-    heartbeat_interval_ms: int = 60_000
-    heartbeat_tolerable_misses: int = 2
-
-
-@dataclass
-class TableStatus:
-    """What the daemon knows about a table (served on /status and by `tableservice status`)."""
-
-    uri: str
-    name: str
-    table_type: str = ""
-    table_version: int = 0
-    pending: list[dict[str, object]] = field(default_factory=list)
-    last_compaction: str | None = None
-    health: str = "unknown"
-    last_error: str | None = None
-    consecutive_failures: int = 0
-    quarantined_until: float | None = None
-    last_poll: float | None = None
-    running: str | None = None
-
-    def to_json(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items()}
-
-
-@dataclass
-class PassResult:
-    scheduled: list[str] = field(default_factory=list)
-    completed: list[CompactionResult] = field(default_factory=list)
-    clustered: list[ClusteringResult] = field(default_factory=list)
-    cleaned: list[str] = field(default_factory=list)
-    archived: list[str] = field(default_factory=list)
-    rolled_back: list[str] = field(default_factory=list)
-    failed: list[tuple[str, TableServiceError]] = field(default_factory=list)
-
-
-class RunningActions:
-    """Spark job tags of the actions running now (for graceful shutdown)."""
-
-    def __init__(self) -> None:
-        self._tags: dict[str, str] = {}
-        self._guard = threading.Lock()
-
-    def add(self, key: str, tag: str) -> None:
-        with self._guard:
-            self._tags[key] = tag
-
-    def remove(self, key: str) -> None:
-        with self._guard:
-            self._tags.pop(key, None)
-
-    def tags(self) -> list[str]:
-        with self._guard:
-            return list(self._tags.values())
-
-    def __len__(self) -> int:
-        with self._guard:
-            return len(self._tags)
-
-
-def _age_seconds(instant: Instant, tz_name: str) -> float:
-    try:
-        started = parse_instant_time(instant.requested_time, timeline_timezone(tz_name))
-    except TableServiceError:
-        return 0.0
-    return max(0.0, (datetime.now(UTC) - started).total_seconds())
 
 
 class TableWorker:
@@ -210,7 +122,7 @@ class TableWorker:
                     "instant": i.requested_time,
                     "action": i.action.value,
                     "state": i.state.name,
-                    "age_seconds": round(_age_seconds(i, config.timezone_name), 1),
+                    "age_seconds": round(age_seconds(i, config.timezone_name), 1),
                 }
                 for i in pending
             ]
@@ -224,21 +136,21 @@ class TableWorker:
                 except UnsupportedTableError as e:
                     unsupported = e
             if self.metrics is not None:
-                oldest = _age_seconds(compactions[0], config.timezone_name) if compactions else 0.0
+                oldest = age_seconds(compactions[0], config.timezone_name) if compactions else 0.0
                 self.metrics.set_pending(self.label, "compaction", count=len(compactions), oldest_age_seconds=oldest)
                 cleans = [i for i in pending if i.action is Action.CLEAN]
                 self.metrics.set_pending(
                     self.label,
                     "clean",
                     count=len(cleans),
-                    oldest_age_seconds=_age_seconds(cleans[0], config.timezone_name) if cleans else 0.0,
+                    oldest_age_seconds=age_seconds(cleans[0], config.timezone_name) if cleans else 0.0,
                 )
                 clusterings = [i for i in pending if table.is_clustering(i)]
                 self.metrics.set_pending(
                     self.label,
                     "clustering",
                     count=len(clusterings),
-                    oldest_age_seconds=_age_seconds(clusterings[0], config.timezone_name) if clusterings else 0.0,
+                    oldest_age_seconds=age_seconds(clusterings[0], config.timezone_name) if clusterings else 0.0,
                 )
                 self.metrics.set_unsupported(
                     self.label,
