@@ -220,25 +220,41 @@ def test_compaction_through_spark_connect(tmp_path: Path, spark_connect_url: str
     assert_same_rows(hudi_read(path).drop_columns([FILE_NAME]), before.drop_columns([FILE_NAME]), "via Connect")
 
 
-def test_compaction_aborts_when_a_replace_took_its_file_groups(tmp_path: Path, spark_executor: Any) -> None:
-    """An insert overwrite that completes while a compaction is pending replaces the file groups the plan
-    compacts: the compaction must not commit (its base files would resurrect the overwritten rows)."""
-    from tableservice.errors import TableServiceError
+def test_compaction_leaves_out_file_groups_a_replace_took(tmp_path: Path, spark_executor: Any) -> None:
+    """An insert overwrite that completes while a compaction is pending replaces some of the file groups the plan
+    compacts: the compaction commits the others and leaves nothing in the replaced ones (a base file there would
+    outlive the cleaning of the replaced group and bring the overwritten rows back once the replace is archived)."""
+    from tableservice.hudi.filenames import parse_base_file_name
     from tableservice.hudi.write.client import WriteClient as Client
 
     path = mor_table(tmp_path / "t", records=400, commits=3)
     ctx = _ctx(path, spark_executor)
     instant = schedule_compaction(ctx, CompactionPolicy(), force=True)
     assert instant is not None
-    overwrite = next(iter(Workload(50, 1, partitions=2, seed=99).steps())).records
-    Client(Storage(), path).insert_overwrite(overwrite)
+    planned = {
+        (op.partition_path or "", op.file_id or "") for op in ctx.table.compaction_plan(instant).operations or ()
+    }
+    overwrite = next(iter(Workload(50, 1, partitions=1, seed=99).steps())).records  # one partition only
+    written = Client(Storage(), path).insert_overwrite(overwrite)
+    replaced = {(p, f) for p, fids in written.replaced.items() for f in fids}
+    assert replaced & planned and planned - replaced, "the overwrite took some, not all, of the planned groups"
     after_overwrite = hudi_read(path)
-    with pytest.raises(TableServiceError) as err:
-        execute_compaction(_ctx(path, spark_executor), instant.requested_time)
-    assert isinstance(err.value, ConflictError) and "replaced file groups" in str(err.value)
+    done = execute_compaction(_ctx(path, spark_executor), instant.requested_time)
+    committed = {(s.partition_path or "", s.file_id or "") for s in done.stats}
+    assert committed == planned - replaced
+    leftovers = [
+        p
+        for p in Path(path).rglob("*.parquet")
+        if (name := parse_base_file_name(p.name)) is not None
+        and name.instant_time == instant.requested_time
+        and (p.parent.relative_to(path).as_posix(), name.file_id) in replaced
+    ]
+    assert leftovers == []
     table = HudiTable.open(Storage(), path)
-    assert not table.timeline().is_completed(instant.requested_time)
-    assert_same_rows(hudi_read(path), after_overwrite, "the overwrite stands")
+    assert table.timeline().is_completed(instant.requested_time)
+    assert_same_rows(
+        hudi_read(path).drop_columns([FILE_NAME]), after_overwrite.drop_columns([FILE_NAME]), "the overwrite stands"
+    )
 
 
 def test_lock_lost_before_commit_abandons_the_compaction(tmp_path: Path, spark_executor: Any) -> None:

@@ -123,12 +123,13 @@ def run_plan(
     action: str,
     partitions: set[str],
     metadata: Callable[[list[HoodieWriteStat]], HoodieCommitMetadata],
-    check_conflicts: Callable[[Timeline], None],
+    check_conflicts: Callable[[Timeline, list[HoodieWriteStat]], list[HoodieWriteStat]],
     lease: LockHandle | None = None,
     parallelism: int | None = None,
 ) -> tuple[Instant, list[HoodieWriteStat]]:
     """Run a requested plan's tasks and complete its instant (see the module docstring); returns the completed
-    instant and the write stats."""
+    instant and the write stats committed. `check_conflicts` raises on a conflict, or returns the stats that may
+    still be committed: the files of the others are deleted before the commit."""
     table = ctx.table
     t = instant.requested_time
     inflight = table.active.transition_to_inflight(instant)
@@ -149,12 +150,18 @@ def run_plan(
         content = encode_commit_metadata(metadata(stats), table_version=table.config.version)
         with ctx.locked() as handle:
             latest = table.reload()
-            check_conflicts(latest)
+            kept = check_conflicts(latest, stats)
             handle.check()
             if lease is not None:
                 lease.check()
+            if len(kept) != len(stats):
+                keep = {s.path for s in kept}
+                for s in stats:
+                    if s.path and s.path not in keep:
+                        table.storage.delete(join(table.base_path, s.path))
+                content = encode_commit_metadata(metadata(kept), table_version=table.config.version)
             done = table.active.transition_to_completed(inflight, content, timeline=latest)
         delete_markers(table.storage, table.base_path, t)
     finally:
         heartbeat.stop()
-    return done, stats
+    return done, kept

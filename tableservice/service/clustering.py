@@ -157,6 +157,13 @@ def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, input
             )
 
 
+def _unless_conflicting(
+    table: HudiTable, latest: Timeline, instant: Instant, inputs: set[tuple[str, str]], stats: list[HoodieWriteStat]
+) -> list[HoodieWriteStat]:
+    _check_conflicts(table, latest, instant, inputs)
+    return stats
+
+
 def _abandon(ctx: TableContext, instant_time: str, conflict: ConflictError) -> ActionAbandonedError:
     """Remove a clustering plan that can never complete: roll back its attempt's files, then delete its instant
     (under the table lock), so the writers it blocks go on and a new plan can be scheduled. A crash half-way
@@ -207,7 +214,7 @@ def execute_clustering(
             action="clustering",
             partitions={g.partition for g in groups},
             metadata=lambda stats: clustering_commit_metadata(stats, replaced_t, schema_json),
-            check_conflicts=lambda latest: _check_conflicts(table, latest, instant, inputs),
+            check_conflicts=lambda latest, stats: _unless_conflicting(table, latest, instant, inputs, stats),
             lease=lease,
         )
     except ConflictError as e:

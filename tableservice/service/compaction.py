@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tableservice.errors import ConflictError, InvalidPlanError, UnsupportedTableError
+from tableservice.errors import InvalidPlanError, UnsupportedTableError
 from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata
 from tableservice.hudi.instant import Action, Instant, State
 from tableservice.hudi.models import HoodieWriteStat, encode_compaction_plan
@@ -137,20 +137,35 @@ def _tasks(
     ]
 
 
-def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, ops: list[ResolvedOperation]) -> None:
-    groups = {(op.partition, op.file_id) for op in ops}
+def _without_replaced_groups(
+    table: HudiTable, latest: Timeline, instant: Instant, stats: list[HoodieWriteStat]
+) -> list[HoodieWriteStat]:
+    """The write stats of file groups no replace commit has taken. A file group replaced (insert overwrite,
+    clustering) while the compaction ran is left out of the commit and its new base file is deleted: committed, it
+    would outlive the cleaning of the replaced group and bring the overwritten rows back once the replace commit is
+    archived. The rest of the plan still completes, so the plan does not stay pending for ever."""
+    replaced: set[tuple[str, str]] = set()
+    by: dict[tuple[str, str], Instant] = {}
     for other in latest.completed_writes():
         if other.requested_time == instant.requested_time:
             continue
         if other.completed_action(table.config.layout_version) is not Action.REPLACE_COMMIT:
             continue
-        replaced = table.replace_commit_metadata(other).replaced_file_ids()
-        clash = {(p, f) for p, fids in replaced.items() for f in fids} & groups
-        if clash:
-            raise ConflictError(
-                f"{other} replaced file groups {sorted(clash)[:3]} of compaction {instant.requested_time}",
-                table=table.name,
-            )
+        for p, fids in table.replace_commit_metadata(other).replaced_file_ids().items():
+            for f in fids:
+                replaced.add((p, f))
+                by.setdefault((p, f), other)
+    kept = [s for s in stats if (s.partition_path or "", s.file_id or "") not in replaced]
+    dropped = sorted({(s.partition_path or "", s.file_id or "") for s in stats} & replaced)
+    if dropped:
+        log.warning(
+            "leaving %d replaced file groups out of the compaction (first: %s, replaced by %s)",
+            len(dropped),
+            dropped[0],
+            by[dropped[0]],
+            extra={"table": table.name, "instant": instant.requested_time},
+        )
+    return kept
 
 
 def execute_compaction(
@@ -173,7 +188,7 @@ def execute_compaction(
         action="compaction",
         partitions={op.partition for op in ops},
         metadata=lambda stats: compaction_commit_metadata(stats, schema_json),
-        check_conflicts=lambda latest: _check_conflicts(table, latest, instant, ops),
+        check_conflicts=lambda latest, stats: _without_replaced_groups(table, latest, instant, stats),
         lease=lease,
         parallelism=parallelism,
     )
