@@ -7,6 +7,8 @@ completion times, so there the late commit is found from the timeline files' mod
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -17,7 +19,7 @@ from oracle import hudi_read
 from prometheus_client import CollectorRegistry
 from table_model import Row, table_rows
 
-from tableservice.errors import ConflictError
+from tableservice.errors import ActionAbandonedError, ConflictError
 from tableservice.hudi.instant import Action, Instant
 from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
@@ -45,19 +47,24 @@ POLICY = ClusteringPolicy.from_mapping(
 
 
 class PlanBeforeCommit:
-    """The writer's lock factory. Its second use is the writer's commit: just before it, a clustering is scheduled,
-    so the plan lands while the write is in flight."""
+    """The writer's lock factory. Its second use is the writer's commit: just before it (or before its first use,
+    the instant's creation, with `at = 1`), a clustering is scheduled, so the plan lands while the write is in
+    flight."""
 
     def __init__(self, locks: InProcessLockProvider, path: str, schedule: Callable[[], Instant | None]) -> None:
         self.lock = locks.table_lock("t", path)
         self.schedule = schedule
         self.calls = 0
+        self.at = 2
+        self.wait_for: threading.Event | None = None
         self.scheduled: Instant | None = None
 
     def __call__(self) -> AbstractContextManager[object]:
         self.calls += 1
-        if self.calls == 2:
+        if self.calls == self.at:
             self.scheduled = self.schedule()
+            if self.wait_for is not None:  # hold the write back until the clustering job has run
+                assert self.wait_for.wait(120)
         return self.lock.hold(30.0)
 
 
@@ -115,27 +122,7 @@ def test_rejecting_writer_fails_at_commit_and_clustering_completes(
     assert _rows(path) == before, "after the rejected write and the clustering"
 
 
-@pytest.mark.parametrize(
-    ("version", "table_type"),
-    [(6, TableType.MERGE_ON_READ), (9, TableType.MERGE_ON_READ), (8, TableType.COPY_ON_WRITE)],
-)
-def test_clustering_that_lost_to_a_write_is_abandoned_without_losing_rows(
-    version: int, table_type: TableType, tmp_path: Path, spark_executor: Any
-) -> None:
-    path, (step,) = _setup(tmp_path, version, table_type)
-    locks = InProcessLockProvider()
-    ctx = _ctx(path, locks, spark_executor)
-    hook = PlanBeforeCommit(locks, path, lambda: schedule_clustering(ctx, POLICY, force=True))
-    writer = WriteClient(
-        Storage(), path, lock=hook, options=WriteOptions(max_file_records=50, allow_updates_under_clustering=True)
-    )
-    written = writer.apply(step)
-    plan = hook.scheduled
-    assert plan is not None
-    after_write = _rows(path)
-    assert any(s.num_update_writes for s in written.stats), "the write updated file groups under the plan"
-
-    metrics = Metrics(CollectorRegistry())
+def _worker(path: str, locks: InProcessLockProvider, executor: Any, metrics: Metrics) -> TableWorker:
     settings = TableSettings(
         uri=path,
         name="t",
@@ -146,18 +133,101 @@ def test_clustering_that_lost_to_a_write_is_abandoned_without_losing_rows(
         clean_schedule=False,
         archival_enabled=False,
     )
-    result = TableWorker(settings, Storage(), locks, spark_executor, metrics).run_pass()
-    assert result.failed == [] and result.clustered == []
+    return TableWorker(settings, Storage(), locks, executor, metrics)
+
+
+@pytest.mark.parametrize(
+    ("version", "table_type", "plan_at", "abandoned"),
+    [
+        (9, TableType.MERGE_ON_READ, "commit", True),
+        (8, TableType.COPY_ON_WRITE, "commit", True),
+        (6, TableType.COPY_ON_WRITE, "commit", True),
+        # v6 log files carry no instant: the plan names the in-flight write's log file, and the job reads its
+        # blocks because the write completed before the job started; nothing is lost, the clustering completes
+        (6, TableType.MERGE_ON_READ, "commit", False),
+        (6, TableType.MERGE_ON_READ, "start", True),
+    ],
+)
+def test_clustering_that_lost_to_a_write_is_abandoned_without_losing_rows(
+    version: int, table_type: TableType, plan_at: str, abandoned: bool, tmp_path: Path, spark_executor: Any
+) -> None:
+    path, (step,) = _setup(tmp_path, version, table_type)
+    locks = InProcessLockProvider()
+    ctx = _ctx(path, locks, spark_executor)
+    hook = PlanBeforeCommit(locks, path, lambda: schedule_clustering(ctx, POLICY, force=True))
+    hook.at = 2 if plan_at == "commit" else 1
+    writer = WriteClient(
+        Storage(), path, lock=hook, options=WriteOptions(max_file_records=50, allow_updates_under_clustering=True)
+    )
+    written = writer.apply(step)
+    plan = hook.scheduled
+    assert plan is not None
+    after_write = _rows(path)
+    assert any(s.num_update_writes for s in written.stats), "the write updated file groups under the plan"
+
+    metrics = Metrics(CollectorRegistry())
+    result = _worker(path, locks, spark_executor, metrics).run_pass()
+    assert result.failed == []
+    assert len(result.clustered) == (0 if abandoned else 1)
     text = metrics.render()[0].decode()
-    assert 'tableservice_actions_abandoned_total{action="clustering",table="t"} 1.0' in text
+    assert ('tableservice_actions_abandoned_total{action="clustering",table="t"} 1.0' in text) is abandoned
     table = HudiTable.open(Storage(), path)
     timeline = table.timeline()
     assert pending_clustering(table, timeline) == []
-    assert timeline.get(plan.requested_time) is None
-    assert _rows(path) == after_write, "after the abandoned clustering"
+    assert (timeline.get(plan.requested_time) is None) is abandoned
+    assert _rows(path) == after_write, "no row lost"
 
     again = schedule_clustering(_ctx(path, locks, spark_executor), POLICY, force=True)
     assert again is not None
     done = execute_clustering(_ctx(path, locks, spark_executor), again.requested_time, POLICY)
     assert done.instant.is_completed
     assert _rows(path) == after_write, "after a new clustering"
+
+
+def test_v6_write_completing_while_the_job_runs_abandons_the_clustering(tmp_path: Path, spark_executor: Any) -> None:
+    """Table version 6: the plan names the in-flight write's log file, the job starts before the write completes
+    and so leaves its blocks out; the write then completes: the commit check finds it and abandons the clustering
+    (committing would lose the write)."""
+    path, (step,) = _setup(tmp_path, 6, TableType.MERGE_ON_READ)
+    locks = InProcessLockProvider()
+    ctx = _ctx(path, locks, spark_executor)
+    job_ran, write_done = threading.Event(), threading.Event()
+
+    class WriteCompletesDuringJob:
+        def run_tasks(self, *args: Any, **kwargs: Any) -> Any:
+            out = spark_executor.run_tasks(*args, **kwargs)
+            job_ran.set()
+            assert write_done.wait(60)
+            return out
+
+    hook = PlanBeforeCommit(locks, path, lambda: schedule_clustering(ctx, POLICY, force=True))
+    hook.wait_for = job_ran
+    writer = WriteClient(
+        Storage(), path, lock=hook, options=WriteOptions(max_file_records=50, allow_updates_under_clustering=True)
+    )
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            writer.apply(step)
+        except BaseException as e:  # reported below
+            errors.append(e)
+        finally:
+            write_done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while hook.scheduled is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    plan = hook.scheduled
+    assert plan is not None
+    job_ctx = TableContext(table=ctx.table, lock=ctx.lock, executor=WriteCompletesDuringJob())  # type: ignore[arg-type]
+    with pytest.raises(ActionAbandonedError, match="under clustering"):
+        execute_clustering(job_ctx, plan.requested_time, POLICY)
+    thread.join(60)
+    assert errors == []
+    assert HudiTable.open(Storage(), path).timeline().get(plan.requested_time) is None
+    ref, (ref_step,) = _setup(tmp_path / "ref", 6, TableType.MERGE_ON_READ)  # the same writes, no clustering
+    WriteClient(Storage(), ref, options=WriteOptions(max_file_records=50)).apply(ref_step)
+    assert _rows(path) == _rows(ref), "no row of the write lost"

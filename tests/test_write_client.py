@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from oracle import assert_same_rows, hudi_read
+from table_model import table_rows
 
 from tableservice.errors import ConflictError
 from tableservice.hudi.instant import Action, State
@@ -150,3 +151,62 @@ def test_updates_to_file_groups_under_pending_clustering_are_rejected(tmp_path: 
     # Refused before writing anything: the attempt leaves no pending instant behind.
     after = HudiTable.open(storage, path).timeline().pending().instants
     assert [i.action for i in after] == [Action.CLUSTERING]
+
+
+@pytest.mark.parametrize("version", [6, 9])
+@pytest.mark.parametrize("table_type", [TableType.MERGE_ON_READ, TableType.COPY_ON_WRITE])
+def test_a_write_that_lost_the_race_to_an_overlapping_write_fails_and_undoes_itself(
+    tmp_path: Path, version: int, table_type: TableType
+) -> None:
+    """Writer B starts, writer A starts, B commits updates to the same file groups, then A commits: A fails and
+    leaves no trace. B started first, so in table version 6 only file times tell that B completed after A
+    started."""
+    import contextlib
+    import threading
+    from collections.abc import Callable, Iterator
+
+    storage, path, steps = _table(tmp_path, version, table_type)
+    WriteClient(storage, path).insert(steps[0])
+    b_started, a_started, b_committed = threading.Event(), threading.Event(), threading.Event()
+
+    def sequenced(
+        started: threading.Event, before_commit: threading.Event, committed: threading.Event | None
+    ) -> Callable[[], contextlib.AbstractContextManager[None]]:
+        calls = {"n": 0}
+
+        @contextlib.contextmanager
+        def lock() -> Iterator[None]:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                assert before_commit.wait(30)
+            yield
+            if calls["n"] == 1:
+                started.set()  # the requested instant exists
+            elif calls["n"] == 2 and committed is not None:
+                committed.set()
+
+        return lock
+
+    b = threading.Thread(
+        target=WriteClient(
+            storage,
+            path,
+            lock=sequenced(b_started, a_started, b_committed),
+            options=WriteOptions(stage_id=2),  # two jobs: their files' write tokens differ, as in Spark
+        ).upsert,
+        args=(steps[2],),
+    )
+    b.start()
+    assert b_started.wait(30)
+    with pytest.raises(ConflictError, match="concurrently"):
+        WriteClient(storage, path, lock=sequenced(a_started, b_committed, None)).upsert(steps[1])
+    b.join(30)
+    timeline = HudiTable.open(storage, path).timeline()
+    writes = timeline.completed_writes().instants
+    assert timeline.pending().instants == () and len(writes) == 2
+    assert [i.action for i in timeline.completed()][-1] is Action.ROLLBACK
+    _, ref, ref_steps = _table(tmp_path / "ref", version, table_type)  # the same steps without writer A
+    WriteClient(storage, ref).insert(ref_steps[0])
+    WriteClient(storage, ref).upsert(ref_steps[2])
+    columns = TRIP_SCHEMA.names
+    assert table_rows(hudi_read(path), columns, "uuid", "city") == table_rows(hudi_read(ref), columns, "uuid", "city")

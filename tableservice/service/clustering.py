@@ -13,13 +13,17 @@ schedule a new plan over the current file slices.
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from dataclasses import dataclass
 
 from tableservice.errors import ActionAbandonedError, ConflictError, InvalidPlanError
 from tableservice.hudi.clustering import ClusteringTask, clustering_commit_metadata
+from tableservice.hudi.filenames import parse_base_file_name
+from tableservice.hudi.fsview import partition_location
 from tableservice.hudi.instant import Instant, State
-from tableservice.hudi.models import HoodieWriteStat
+from tableservice.hudi.logformat import BlockType, LogBlock, iter_log_blocks
+from tableservice.hudi.models import HoodieClusteringPlan, HoodieWriteStat
 from tableservice.hudi.rollback import rollback
 from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
 from tableservice.hudi.table import HudiTable
@@ -126,25 +130,73 @@ def _tasks(
     ]
 
 
-def _completed_after_plan(table: HudiTable, latest: Timeline, other: Instant, instant: Instant) -> bool:
-    """Whether write `other` completed after clustering `instant` was planned. Tables with completion times
-    (v8+) compare them; table version 6 has none, so a write requested before the plan counts as completed after
-    it unless its completed file is older than the plan file (a tie counts as after: the safe side)."""
-    if other.completion_time is not None:
-        return other.completion_time > instant.requested_time
-    if other.requested_time > instant.requested_time:
-        return True
-    done_ms = latest.completed_mtimes.get(other.requested_time)
-    plan = table.storage.info(table.active.path_of(instant.with_state(State.REQUESTED)))
-    return done_ms is None or plan is None or done_ms >= plan.mtime_ms
+def _named_files(plan: HoodieClusteringPlan) -> dict[tuple[str, str], set[str]]:
+    """File names the plan reads, per input file group."""
+    named: dict[tuple[str, str], set[str]] = {}
+    for group in plan.input_groups or ():
+        for info in group.slices or ():
+            paths = ([info.data_file_path] if info.data_file_path else []) + list(info.delta_file_paths or ())
+            fg = (info.partition_path or "", info.file_id or "")
+            named.setdefault(fg, set()).update(posixpath.basename(p) for p in paths)
+    return named
 
 
-def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, inputs: set[tuple[str, str]]) -> None:
+def _check_inputs_unchanged(table: HudiTable, latest: Timeline, instant: Instant, plan: HoodieClusteringPlan) -> None:
+    """Table version 6 has no completion times, so a write requested before the plan may have completed after it.
+    The plan names the files it reads: refuse when an input file group's latest slice holds a file the plan does
+    not name with data of a completed instant in it, or the group is gone (replaced)."""
+    named = _named_files(plan)
+    partitions = {p for p, _ in named}
+    listing = {p: table.storage.list(partition_location(table.base_path, p)) for p in partitions}
+    view = table.file_system_view(timeline=latest, listing=listing)
+    current = {g.id: g.latest_slice() for p in partitions for g in view.file_groups(p)}
+    for fg, names in sorted(named.items()):
+        slice_ = current.get(fg)
+        if slice_ is None:
+            raise ConflictError(
+                f"file group {fg[1]} in {fg[0]!r} was replaced after clustering {instant.requested_time} was planned",
+                table=table.name,
+            )
+        extra = sorted(
+            name
+            for f in slice_.files()
+            if (name := posixpath.basename(f)) not in names and _holds_committed_data(table, latest, f)
+        )
+        if extra:
+            raise ConflictError(
+                f"file group {fg[1]} in {fg[0]!r} has files written after clustering {instant.requested_time} was "
+                f"planned: {extra[:3]}",
+                table=table.name,
+            )
+
+
+def _holds_committed_data(table: HudiTable, latest: Timeline, location: str) -> bool:
+    """Whether a file holds data of a completed instant. A failed write leaves files behind in table version 6 (its
+    rollback only appends a command block), and they hold nothing a reader keeps."""
+    name = posixpath.basename(location)
+    base = parse_base_file_name(name)
+    if base is not None:
+        return latest.is_completed(base.instant_time)
+    return any(
+        isinstance(block, LogBlock)
+        and block.block_type is not BlockType.COMMAND
+        and latest.is_completed(block.instant_time or "")
+        for block in iter_log_blocks(table.storage, location, table=table.name)
+    )
+
+
+def _check_conflicts(
+    table: HudiTable,
+    latest: Timeline,
+    instant: Instant,
+    plan: HoodieClusteringPlan,
+    pending_at_start: frozenset[str] = frozenset(),
+) -> None:
     """Refuse when a write that completed after the plan touched or replaced an input file group: the plan names
-    the files it reads, so that write's data would be lost. Such a plan can never complete."""
-    for other in latest.completed_writes():
-        if other.requested_time == instant.requested_time or not _completed_after_plan(table, latest, other, instant):
-            continue
+    the files it reads, so that write's data would be lost. Such a plan can never complete. `pending_at_start`:
+    the writes pending when the tasks started (they read only blocks of instants completed by then)."""
+    inputs = plan.file_group_ids()
+    for other in table.writes_completed_since(latest, instant, pending_at_start=pending_at_start):
         md = table.commit_metadata(other)
         touched = {(s.partition_path or "", s.file_id or "") for s in md.write_stats()}
         replaced = getattr(md, "partition_to_replace_file_ids", None) or {}
@@ -155,12 +207,19 @@ def _check_conflicts(table: HudiTable, latest: Timeline, instant: Instant, input
                 f"{other} wrote file groups {sorted(clash)[:3]} under clustering {instant.requested_time}",
                 table=table.name,
             )
+    if table.config.version < 8:
+        _check_inputs_unchanged(table, latest, instant, plan)
 
 
 def _unless_conflicting(
-    table: HudiTable, latest: Timeline, instant: Instant, inputs: set[tuple[str, str]], stats: list[HoodieWriteStat]
+    table: HudiTable,
+    latest: Timeline,
+    instant: Instant,
+    plan: HoodieClusteringPlan,
+    started: Timeline,
+    stats: list[HoodieWriteStat],
 ) -> list[HoodieWriteStat]:
-    _check_conflicts(table, latest, instant, inputs)
+    _check_conflicts(table, latest, instant, plan, frozenset(i.requested_time for i in started.pending()))
     return stats
 
 
@@ -194,9 +253,8 @@ def execute_clustering(
     check_no_metadata_table(table)
     instant, timeline = pending_plan(ctx, instant_time, "clustering", table.is_clustering)
     plan = table.clustering_plan(instant)
-    inputs = plan.file_group_ids()
     try:
-        _check_conflicts(table, timeline, instant, inputs)
+        _check_conflicts(table, timeline, instant, plan)
     except ConflictError as e:
         raise _abandon(ctx, instant_time, e) from e
     plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
@@ -214,7 +272,7 @@ def execute_clustering(
             action="clustering",
             partitions={g.partition for g in groups},
             metadata=lambda stats: clustering_commit_metadata(stats, replaced_t, schema_json),
-            check_conflicts=lambda latest, stats: _unless_conflicting(table, latest, instant, inputs, stats),
+            check_conflicts=lambda latest, stats: _unless_conflicting(table, latest, instant, plan, timeline, stats),
             lease=lease,
         )
     except ConflictError as e:

@@ -143,6 +143,7 @@ class WriteClient:
             action = Action.COMMIT
         with self.lock():
             timeline = table.reload()
+            pending_at_start = frozenset(i.requested_time for i in timeline.pending())
             instant_time = table.active.new_instant_time(timeline)
             requested = b""
             if action is Action.REPLACE_COMMIT:
@@ -187,7 +188,7 @@ class WriteClient:
             try:
                 with self.lock():
                     latest = table.reload()
-                    self._check_conflicts(table, latest, instant, stats, replaced)
+                    self._check_conflicts(table, latest, instant, stats, replaced, pending_at_start)
                     table.active.transition_to_completed(
                         instant, encode_commit_metadata(metadata, table_version=config.version), timeline=latest
                     )
@@ -229,6 +230,7 @@ class WriteClient:
         instant: Instant,
         stats: list[HoodieWriteStat],
         replaced: dict[str, tuple[str, ...]],
+        pending_at_start: frozenset[str],
     ) -> None:
         """Optimistic concurrency: fail when a write that completed since we started touched our file groups
         (or replaced them), unless it is a compaction (which leaves the file group's data unchanged); and, unless
@@ -243,12 +245,8 @@ class WriteClient:
                         f"in {fg[0]!r}",
                         table=table.name,
                     )
-        for other in latest.completed_writes():
-            if other.completion_time is not None and instant.requested_time >= other.completion_time:
-                continue
-            if other.requested_time == instant.requested_time or other.action is Action.COMPACTION:
-                continue
-            if other.completion_time is None and other.requested_time < instant.requested_time:
+        for other in table.writes_completed_since(latest, instant, pending_at_start=pending_at_start):
+            if other.action is Action.COMPACTION:
                 continue
             md = table.commit_metadata(other)
             theirs = {(s.partition_path or "", s.file_id or "") for s in md.write_stats()}
