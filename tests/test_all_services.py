@@ -126,13 +126,15 @@ tables:
     done = actions | {Action(a.action) if a.action in Action._value2member_map_ else Action.COMMIT for a in archived}
     assert Action.COMPACTION in done or any(a.action == "commit" for a in archived)
     assert Action.CLEAN in done
-    assert (
-        table.is_clustering(
-            next(i for i in timeline.completed() if i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT))
-        )
-        if any(i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT) for i in timeline.completed())
-        else True
-    )
+    completed = {
+        line.split("{")[1].split(",")[0]: float(line.rsplit(" ", 1)[1])
+        for line in daemon.metrics.render()[0].decode().splitlines()
+        if line.startswith("tableservice_actions_completed_total{")
+    }
+    for action in ("compaction", "clustering", "clean", "archival"):
+        assert completed.get(f'action="{action}"', 0) >= 1, f"the daemon completed no {action}: {completed}"
+    replaces = [i for i in timeline.completed() if i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT)]
+    assert all(table.is_clustering(i) for i in replaces)  # the writer never overwrites: replaces are clusterings
     from tableservice.planning.archival import ArchivalPolicy, plan_archival
 
     plan = plan_archival(
