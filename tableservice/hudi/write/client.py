@@ -21,13 +21,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tableservice.errors import ConflictError, PermanentError
 from tableservice.hudi.filenames import make_write_token, new_file_id
-from tableservice.hudi.fsview import FileGroupId, FileSlice, FileSystemView
+from tableservice.hudi.fsview import FileSlice, FileSystemView
 from tableservice.hudi.instant import Action, Instant
-from tableservice.hudi.logformat import BlockType, LogBlock, decode_data_block, decode_delete_block, iter_log_blocks
 from tableservice.hudi.merge import DeltaRecords, MergeMode, merge_base_batch, merge_config_from_properties
 from tableservice.hudi.models import (
     HoodieCommitMetadata,
@@ -43,6 +41,7 @@ from tableservice.hudi.schema import add_meta_fields, arrow_schema_from_avro, av
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
 from tableservice.hudi.write import handles
+from tableservice.hudi.write.key_index import file_groups_of, key_index, lookup_file_ids
 from tableservice.hudi.write.markers import Heartbeat, MarkerType, delete_markers, list_marked_files
 from tableservice.hudi.write.records import (
     FILE_NAME,
@@ -284,13 +283,13 @@ class WriteClient:
                     replaced[partition] = fids
             stats.extend(self._insert_new(ctx, upd, arrow_schema))
             return stats, replaced
-        index = self._index(view, touched)
-        upd_fid = self._lookup(index, upd)
-        del_fid = self._lookup(index, dels)
+        index = key_index(self.storage, view, touched)
+        upd_fid = lookup_file_ids(index, upd)
+        del_fid = lookup_file_ids(index, dels)
         clustering = (
             {} if self.options.allow_updates_under_clustering else table.view_inputs(timeline).pending_clustering
         )
-        for fg in {*self._groups(upd, upd_fid), *self._groups(dels, del_fid)}:
+        for fg in {*file_groups_of(upd, upd_fid), *file_groups_of(dels, del_fid)}:
             if fg in clustering:
                 raise ConflictError(
                     f"file group {fg[1]} in {fg[0]!r} is under pending clustering {clustering[fg]}: "
@@ -304,7 +303,7 @@ class WriteClient:
         del_rows = dels.filter(pc.is_valid(del_fid))
         del_fids = del_fid.filter(pc.is_valid(del_fid))
         slices = {s.file_group_id: s for s in view.latest_slices()}
-        groups = sorted(set(self._groups(updates, up_fids)) | set(self._groups(del_rows, del_fids)))
+        groups = sorted(set(file_groups_of(updates, up_fids)) | set(file_groups_of(del_rows, del_fids)))
         for partition, fid in groups:
             u = updates.filter(pc.and_(pc.equal(updates.column(PARTITION_PATH), partition), pc.equal(up_fids, fid)))
             d = del_rows.filter(pc.and_(pc.equal(del_rows.column(PARTITION_PATH), partition), pc.equal(del_fids, fid)))
@@ -333,62 +332,6 @@ class WriteClient:
         data = records.take(idx)
         data = data.drop_columns([c for c in (RECORD_KEY, PARTITION_PATH) if c in data.column_names])
         return data.append_column(RECORD_KEY, keys.take(idx)).append_column(PARTITION_PATH, parts.take(idx))
-
-    def _index(self, view: FileSystemView, partitions: set[str]) -> pa.Table:
-        """(partition, key, file id) of every record key found in the latest slices of the partitions: in the
-        base file, and in any data or delete block of the slice's log files (a slice opened by a pending
-        compaction counts with the one before it). A key seen anywhere in a file group is routed to that group,
-        so that a key is never written into two file groups, even when updates land in a newer slice while a
-        compaction is rewriting the older one."""
-        parts: list[pa.Table] = []
-        for partition in sorted(partitions):
-            for slice_ in view.latest_merged_slices(partition):
-                keys: list[pa.Array | pa.ChunkedArray] = []
-                if slice_.base_file is not None:
-                    with self.storage.open_input_file(slice_.base_file.location) as f:
-                        keys.append(pq.read_table(f, columns=[RECORD_KEY], use_threads=False).column(RECORD_KEY))
-                for log in slice_.log_files:
-                    keys.extend(_log_keys(self.storage, log.location))
-                if not keys:
-                    continue
-                column = pa.chunked_array([k.cast(pa.string()) for k in keys], type=pa.string())
-                unique = pc.unique(column)
-                n = len(unique)
-                parts.append(
-                    pa.table(
-                        {
-                            "p": pa.array([partition] * n, pa.string()),
-                            "k": unique,
-                            "fid": pa.array([slice_.file_id] * n, pa.string()),
-                        }
-                    )
-                )
-        if not parts:
-            return pa.table(
-                {"p": pa.array([], pa.string()), "k": pa.array([], pa.string()), "fid": pa.array([], pa.string())}
-            )
-        return pa.concat_tables(parts)
-
-    @staticmethod
-    def _lookup(index: pa.Table, rows: pa.Table) -> pa.Array:
-        if rows.num_rows == 0:
-            return pa.array([], pa.string())
-        probe = pa.table(
-            {
-                "p": rows.column(PARTITION_PATH),
-                "k": rows.column(RECORD_KEY),
-                "i": pa.array(np.arange(rows.num_rows, dtype=np.int64)),
-            }
-        )
-        joined = probe.join(index, keys=["p", "k"], join_type="left outer").sort_by("i")
-        return joined.column("fid").combine_chunks()
-
-    @staticmethod
-    def _groups(rows: pa.Table, fids: pa.Array) -> list[FileGroupId]:
-        if rows.num_rows == 0:
-            return []
-        pairs = pa.table({"p": rows.column(PARTITION_PATH), "f": fids}).filter(pc.is_valid(fids))
-        return sorted(set(zip(pairs.column("p").to_pylist(), pairs.column("f").to_pylist(), strict=True)))
 
     # --- file writers ------------------------------------------------------------------------------
 
@@ -504,21 +447,6 @@ class WriteClient:
             prev_commit=slice_.base_instant_time,
             marker=MarkerType.MERGE,
         )
-
-
-def _log_keys(storage: Storage, location: str) -> list[pa.Array | pa.ChunkedArray]:
-    """Record keys of every data and delete block of a log file."""
-    out: list[pa.Array | pa.ChunkedArray] = []
-    for block in iter_log_blocks(storage, location):
-        if not isinstance(block, LogBlock):
-            continue
-        if block.block_type is BlockType.DELETE:
-            out.append(decode_delete_block(block, storage).column("record_key"))
-        elif block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
-            data = decode_data_block(block, storage)
-            if RECORD_KEY in data.column_names:
-                out.append(data.column(RECORD_KEY))
-    return out
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
