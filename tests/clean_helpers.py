@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from oracle import hudi_read
+from trip_tables import create_trip_table
 
 from tableservice.hudi.clean import schedule_clean
 from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata, run_compaction_task
@@ -25,13 +26,12 @@ from tableservice.hudi.models import (
     encode_compaction_plan,
     encode_requested_replace_metadata,
 )
-from tableservice.hudi.schema import add_meta_fields, avro_schema_from_arrow, avro_schema_to_json
+from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.timeline import Timeline
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.planning.clean import (
     CleanPlanner,
     CleanPolicy,
@@ -53,19 +53,7 @@ IDS = [f"v{v}-{tt.value[:3]}" for v, tt in CASES]
 
 def create(path: str, version: int, table_type: TableType) -> WriteClient:
     storage = Storage()
-    create_table(
-        storage,
-        path,
-        TableSpec(
-            name="t",
-            table_type=table_type,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, table_type, storage=storage)
     return WriteClient(storage, path, options=WriteOptions(max_file_records=40))
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tableservice.hudi.schema import avro_schema_from_arrow
+from trip_tables import create_trip_table
+
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.storage import Storage
 
 
@@ -23,19 +23,7 @@ def mor_table(
     name: str = "t",
 ) -> str:
     storage = Storage()
-    create_table(
-        storage,
-        str(path),
-        TableSpec(
-            name=name,
-            table_type=TableType.MERGE_ON_READ,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, f"{name}_record", f"hoodie.{name}"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(str(path), version, TableType.MERGE_ON_READ, name=name, storage=storage)
     client = WriteClient(storage, str(path), options=WriteOptions(max_file_records=max_file_records))
     for step in Workload(records, commits, 0.3, 0.03, partitions=2, seed=seed).steps():
         client.apply(step)

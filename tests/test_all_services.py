@@ -14,15 +14,14 @@ import anyio
 import pytest
 from oracle import assert_same_rows, hudi_read
 from table_model import TableModel, table_rows
+from trip_tables import create_trip_table
 
 from tableservice.config import load_config
 from tableservice.errors import ConflictError
 from tableservice.hudi.instant import Action
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.service.daemon import Daemon
@@ -34,19 +33,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.oracle]
 @pytest.mark.parametrize("version", [6, 9])
 def test_every_service_beside_a_writer(version: int, tmp_path: Path, spark_executor: Any) -> None:
     path = str(tmp_path / "t")
-    create_table(
-        Storage(),
-        path,
-        TableSpec(
-            name="t",
-            table_type=TableType.MERGE_ON_READ,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, TableType.MERGE_ON_READ)
     steps = list(Workload(1200, 13, 0.1, 0.01, partitions=2, seed=5).steps())
     model = TableModel("uuid", "city", "ts", event_time=True)
     lock = InProcessLockProvider().table_lock("t", path)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from oracle import assert_same_rows, hudi_read
+from trip_tables import create_trip_table
 
 from tableservice.errors import ConfigError, TableServiceError
 from tableservice.hudi import archival as archival_mod
@@ -27,14 +28,12 @@ from tableservice.hudi.models import (
     encode_cleaner_plan,
 )
 from tableservice.hudi.savepoint import create_savepoint, list_savepoints, load_timeline
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.table_read import read
 from tableservice.hudi.timeline import Timeline
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.planning.archival import (
     ArchivalPolicy,
     CleaningPolicy,
@@ -55,19 +54,7 @@ COMMITS = 35
 def _write_table(
     path: str, version: int, table_type: TableType, commits: int, *, overwrite_at: int | None = None, seed: int = 3
 ) -> None:
-    create_table(
-        ST,
-        path,
-        TableSpec(
-            name="t",
-            table_type=table_type,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, table_type, storage=ST)
     client = WriteClient(ST, path, options=WriteOptions(max_file_records=20))
     for n, step in enumerate(Workload(60, commits, 0.2, 0.0, partitions=2, seed=seed).steps()):
         if n == overwrite_at:

@@ -24,6 +24,7 @@ from clean_helpers import (
 )
 from oracle import hudi_read, sort_rows
 from servers import MotoServer
+from trip_tables import create_trip_table
 
 from tableservice.errors import InvalidPlanError, StorageError
 from tableservice.hudi.clean import dry_run, execute_clean
@@ -274,19 +275,7 @@ def test_non_partitioned_table_is_cleaned_and_its_base_path_kept(tmp_path: Path)
 def test_clean_on_s3(s3_bucket: tuple[Storage, str], moto: MotoServer) -> None:
     storage, root = s3_bucket
     uri = f"{root}/warehouse/t"
-    create_table(
-        storage,
-        uri,
-        TableSpec(
-            name="t",
-            table_type=TableType.COPY_ON_WRITE,
-            version=9,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(uri, 9, TableType.COPY_ON_WRITE, storage=storage)
     client = WriteClient(storage, uri, options=WriteOptions(max_file_records=50))
     for step in Workload(100, 3, 0.4, 0.0, partitions=2, seed=9).steps():
         client.apply(step)

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from fixtures import fixture_table
 from oracle import assert_same_rows, hudi_read
+from trip_tables import create_trip_table
 
 from tableservice.hudi.instant import Action
 from tableservice.hudi.schema import avro_schema_from_arrow
@@ -53,19 +54,7 @@ def _ctx(path: str, executor: Any) -> TableContext:
 def _table(tmp_path: Path, version: int, table_type: TableType, block: str = "avro") -> str:
     storage = Storage()
     path = str(tmp_path / "t")
-    create_table(
-        storage,
-        path,
-        TableSpec(
-            name="t",
-            table_type=table_type,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, table_type, storage=storage)
     client = WriteClient(storage, path, options=WriteOptions(max_file_records=40, log_block_format=block))
     for step in Workload(400, 4, 0.2, 0.03, partitions=2).steps():
         client.apply(step)

@@ -18,14 +18,13 @@ import pytest
 from oracle import hudi_read
 from prometheus_client import CollectorRegistry
 from table_model import Row, table_rows
+from trip_tables import create_trip_table
 
 from tableservice.errors import ActionAbandonedError, ConflictError
 from tableservice.hudi.instant import Action, Instant
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload, WorkloadStep
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import Metrics
@@ -70,19 +69,7 @@ class PlanBeforeCommit:
 
 def _setup(tmp_path: Path, version: int, table_type: TableType) -> tuple[str, list[WorkloadStep]]:
     path = str(tmp_path / "t")
-    create_table(
-        Storage(),
-        path,
-        TableSpec(
-            name="t",
-            table_type=table_type,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, table_type)
     steps = list(Workload(300, 3, 0.3, 0.02, partitions=2, seed=11).steps())
     client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=50))
     for step in steps[:2]:

@@ -13,15 +13,14 @@ import fastavro
 import pytest
 from fixtures import fixture_table
 from oracle import assert_same_rows, hudi_read
+from trip_tables import create_trip_table
 
 from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.instant import Action
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
@@ -91,19 +90,7 @@ def test_compaction_of_fixture_tables(name: str, tmp_path: Path, spark_executor:
 def test_compaction_of_generated_tables(version: int, block: str, tmp_path: Path, spark_executor: Any) -> None:
     storage = Storage()
     path = str(tmp_path / "t")
-    create_table(
-        storage,
-        path,
-        TableSpec(
-            name="t",
-            table_type=TableType.MERGE_ON_READ,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, TableType.MERGE_ON_READ, storage=storage)
     client = WriteClient(storage, path, options=WriteOptions(max_file_records=60, log_block_format=block))
     for step in Workload(240, 4, 0.3, 0.05, partitions=2, late_fraction=0.3).steps():
         client.apply(step)
@@ -119,19 +106,7 @@ def test_generated_v6_table_with_rollback_blocks(
 
     storage = Storage()
     path = str(tmp_path / "t")
-    create_table(
-        storage,
-        path,
-        TableSpec(
-            name="t",
-            table_type=TableType.MERGE_ON_READ,
-            version=6,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, 6, TableType.MERGE_ON_READ, storage=storage)
     client = WriteClient(storage, path, options=WriteOptions(max_file_records=60))
     steps = list(Workload(240, 4, 0.4, 0.05, partitions=2).steps())
     client.apply(steps[0])

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 import fastavro
 import pytest
 from fixtures import FIXTURES, fixture_names, fixture_root, fixture_table_readonly
+from trip_tables import create_trip_table
 
 from tableservice.errors import ConfigError, FileMissingError, InvalidPlanError, InvalidTimelineError
 from tableservice.hudi.filenames import parse_base_file_name, parse_log_file_name
@@ -28,13 +29,11 @@ from tableservice.hudi.models import (
     encode_clustering_plan,
     encode_compaction_plan,
 )
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.timeline import Timeline
 from tableservice.hudi.write.client import WriteClient
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.planning import (
     CompactionBlockedError,
     CompactionPolicy,
@@ -208,19 +207,7 @@ def test_trigger_fires_where_hudi_scheduled(name: str, mdt: bool, max_commits: i
 def _mor_table(tmp_path: Path, version: int) -> tuple[Storage, str, WriteClient]:
     storage = Storage()
     path = str(tmp_path / f"t{version}")
-    create_table(
-        storage,
-        path,
-        TableSpec(
-            name="t",
-            table_type=TableType.MERGE_ON_READ,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, TableType.MERGE_ON_READ, storage=storage)
     return storage, path, WriteClient(storage, path)
 
 

@@ -8,18 +8,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from oracle import assert_same_rows, hudi_read
+from trip_tables import create_trip_table
 
 from tableservice.hudi.instant import Action, State
 from tableservice.hudi.logformat import BlockType, LogBlock, iter_log_blocks
 from tableservice.hudi.models import decode_rollback_metadata
 from tableservice.hudi.rollback import resume_pending_rollbacks, rollback
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.table_read import read
 from tableservice.hudi.write import handles
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.markers import marker_folder
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.storage import Storage
@@ -33,19 +32,7 @@ def _failed_write(
 ) -> tuple[Storage, str, pa.Table, str]:
     storage = Storage()
     path = str(tmp_path / "t")
-    create_table(
-        storage,
-        path,
-        TableSpec(
-            name="t",
-            table_type=table_type,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, table_type, storage=storage)
     steps = list(Workload(150, 3, 0.5, 0.05, partitions=2).steps())
     client = WriteClient(storage, path, options=WriteOptions(max_file_records=30))
     client.apply(steps[0])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from oracle import assert_same_rows, hudi_read, hudi_slices
+from trip_tables import create_trip_table
 
 from tableservice.hudi.instant import Action, State
 from tableservice.hudi.models import (
@@ -29,13 +30,11 @@ from tableservice.hudi.savepoint import (
     savepoint_instants,
     savepointed_files,
 )
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.table_read import read
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.storage import Storage
 
 ST = Storage()
@@ -43,19 +42,7 @@ ST = Storage()
 
 def _table(tmp_path: Path, version: int, table_type: TableType = TableType.MERGE_ON_READ, commits: int = 6) -> str:
     path = str(tmp_path / "t")
-    create_table(
-        ST,
-        path,
-        TableSpec(
-            name="t",
-            table_type=table_type,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, table_type, storage=ST)
     client = WriteClient(ST, path, options=WriteOptions(max_file_records=20))
     for step in Workload(60, commits, 0.2, 0.0, partitions=2, seed=5).steps():
         client.apply(step)

@@ -9,16 +9,15 @@ import pyarrow as pa
 import pytest
 from oracle import assert_same_rows, hudi_read
 from table_model import table_rows
+from trip_tables import create_trip_table
 
 from tableservice.errors import ConflictError
 from tableservice.hudi.instant import Action, State
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.table_read import read
 from tableservice.hudi.write import handles
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.markers import heartbeat_expired, heartbeat_path, list_marked_files, marker_folder
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.storage import Storage
@@ -27,19 +26,7 @@ from tableservice.storage import Storage
 def _table(tmp_path: Path, version: int, table_type: TableType) -> tuple[Storage, str, list[pa.Table]]:
     storage = Storage()
     path = str(tmp_path / "t")
-    create_table(
-        storage,
-        path,
-        TableSpec(
-            name="t",
-            table_type=table_type,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, version, table_type, storage=storage)
     steps = [s.records for s in Workload(120, 3, 0.5, 0.0, partitions=2).steps()]
     return storage, path, steps
 

@@ -13,14 +13,13 @@ import pytest
 from daemon_helpers import config_text, mor_table
 from oracle import hudi_read
 from table_model import TableModel, table_rows
+from trip_tables import create_trip_table
 
 from tableservice.config import load_config
 from tableservice.hudi.instant import Action
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks.zookeeper import ZookeeperLockProvider
 from tableservice.service.daemon import Daemon, lock_provider
@@ -52,19 +51,7 @@ def test_writer_and_daemon_share_the_zookeeper_lock(tmp_path: Path, spark_execut
     # One workload: its first two steps make the table, the writer applies the rest beside the daemon.
     steps = list(Workload(2000, 10, 0.15, 0.02, partitions=2, seed=7).steps())
     path = str(tmp_path / "t")
-    create_table(
-        Storage(),
-        path,
-        TableSpec(
-            name="t",
-            table_type=TableType.MERGE_ON_READ,
-            version=9,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "t_record", "hoodie.t"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, 9, TableType.MERGE_ON_READ)
     model = TableModel("uuid", "city", "ts", event_time=True)
     first = WriteClient(Storage(), path, options=WriteOptions(max_file_records=400))
     for step in steps[:2]:
