@@ -306,11 +306,13 @@ async def test_connection_limit() -> None:
     limits = HttpLimits(read_timeout_seconds=2.0, linger_seconds=0.1, max_connections=1)
     async with running(routes, limits) as port:
         idle = await anyio.connect_tcp(HOST, port)
-        await anyio.sleep(0.1)  # let the server take the first connection
-        busy = await get(port, "/healthz")
+        with anyio.move_on_after(10):  # until the server has taken the idle connection (a loaded machine is slow)
+            while (busy := await get(port, "/healthz")).status != 503:
+                await anyio.sleep(0.1)
         await idle.aclose()
-        await anyio.sleep(0.1)
-        after = await get(port, "/healthz")
+        with anyio.move_on_after(10):  # until the server has seen it close
+            while (after := await get(port, "/healthz")).status != 200:
+                await anyio.sleep(0.1)
     assert (busy.status, busy.body) == (503, b"too many connections\n")
     assert after.status == 200
 

@@ -20,7 +20,7 @@ def test_lock_acquire_holds_and_status_reports(tmp_path: Path, capsys: pytest.Ca
     assert main(["lock", "status", "--config", str(cfg), "--table", "table0"]) == 0
     assert "lock is free" in capsys.readouterr().out
     holder = threading.Thread(
-        target=main, args=(["lock", "acquire", "--config", str(cfg), "--table", "t", "--hold", "2"],)
+        target=main, args=(["lock", "acquire", "--config", str(cfg), "--table", "t", "--hold", "4"],)
     )
     holder.start()
     lock = InProcessLockProvider().table_lock("t", path)
