@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -42,12 +41,16 @@ class MotoServer:
 
 @contextmanager
 def moto_server() -> Iterator[MotoServer]:
-    """moto in server mode on 127.0.0.1 (S3 and DynamoDB share one endpoint)."""
+    """moto in server mode on 127.0.0.1 (S3 and DynamoDB share one endpoint), each request atomic (see
+    `moto_serial.py`)."""
     port = free_port()
-    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
     env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    launcher = str(Path(__file__).with_name("moto_serial.py"))
     proc = subprocess.Popen(
-        [exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        [sys.executable, launcher, "127.0.0.1", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
     try:
         wait_for_port(port)

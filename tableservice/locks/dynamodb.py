@@ -46,7 +46,9 @@ case); otherwise UpdateItem `SET #ir = :ir` under the same condition. A failed c
 taken; Hudi logs "The lock has already been stolen" and carries on.
 
 This implementation: one owner name per provider (host name + UUID, as the client), lease = `wait_time_ms`,
-heartbeat about every lease/3 on a daemon thread per held lock, delete on release; it acquires items left released
+heartbeat about every lease/3 on a daemon thread per held lock, the handle counted lost once 80% of the lease has
+passed without a successful write (a safety margin for the time between a check and the write it guards), delete
+on release; it acquires items left released
 by other clients (conditioning on their version and the presence of `isReleased`, whatever its type).
 `acquire(timeout_s)` waits exactly `timeout_s` in total: to take over a lock whose holder died, pass more than the
 lease.
@@ -99,10 +101,15 @@ def _s(value: str) -> dict[str, str]:
     return {"S": value}
 
 
+SAFETY_MARGIN = 0.2  # of the lease: a holder stalled this long between a check and its write is still covered
+
+
 class DynamoDBLockHandle(LockHandle):
-    """A held DynamoDB lock. `lost` also turns true by itself once a whole lease has passed since the last
-    successful write (acquire or heartbeat) on this process's monotonic clock: from then on another client may
-    take the lock over, whether or not the heartbeat thread has had a chance to notice."""
+    """A held DynamoDB lock. `lost` also turns true by itself once 80% of the lease has passed since the last
+    successful write (acquire or heartbeat) on this process's monotonic clock: another client may take the lock
+    over once the whole lease has passed, whether or not the heartbeat thread has had a chance to notice, and the
+    remaining 20% covers the time between a holder's last check and the write it guards (the AWS client's
+    "safe time without heartbeat" plays the same part)."""
 
     def __init__(self, key: str, owner: str, *, record_version: str, lease_s: float, renewed_at: float) -> None:
         self._lost = False
@@ -120,7 +127,7 @@ class DynamoDBLockHandle(LockHandle):
     def lost(self) -> bool:
         if self._lost:
             return True
-        if not self.released and time.monotonic() - self.renewed_at > self.lease_s:
+        if not self.released and time.monotonic() - self.renewed_at > self.lease_s * (1 - SAFETY_MARGIN):
             self._lost = True
         return self._lost
 

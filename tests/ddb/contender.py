@@ -4,7 +4,8 @@
     contender.py hold ENDPOINT TABLE KEY LEASE_MS SECONDS OUT      take it once and report until it is lost
 
 Lines written to OUT (flushed one by one), times are wall-clock unix seconds:
-    contend: `enter <t>`, `exit <t>` around each critical section, `lost <t>` if a handle was lost, `done`
+    contend: `enter <t>`, `exit <t>` around each critical section (exit: the time of the check at its end),
+             `lost <t>` if that check found the handle lost, `done`
     hold:    `acquired <t> <owner>`, then `held <t>` every 50 ms while the handle says it holds the lock,
              `lost <t>` at the first check that finds it lost (t: taken just before each check), `released <t>`
 Credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
@@ -46,9 +47,10 @@ def main(argv: list[str]) -> int:
                 handle = lock.acquire(timeout_s=60.0)
                 _line(out, f"enter {time.time():.6f}")
                 time.sleep(random.uniform(0.05, 0.25))
-                if handle.lost:
-                    _line(out, f"lost {time.time():.6f}")
-                _line(out, f"exit {time.time():.6f}")
+                checked = time.time()  # the section ends at the holder's last check: a lease lock covers the
+                if handle.lost:  # holder up to its last check that the lease still holds, plus the safety margin
+                    _line(out, f"lost {checked:.6f}")
+                _line(out, f"exit {checked:.6f}")
                 lock.release(handle)
                 time.sleep(random.uniform(0.05, 0.3))
             _line(out, "done")
