@@ -171,11 +171,16 @@ def test_clustering_that_lost_to_a_write_is_abandoned_without_losing_rows(
     assert _rows(path) == after_write, "after a new clustering"
 
 
-def test_v6_write_completing_while_the_job_runs_abandons_the_clustering(tmp_path: Path, spark_executor: Any) -> None:
-    """Table version 6: the plan names the in-flight write's log file, the job starts before the write completes
-    and so leaves its blocks out; the write then completes: the commit check finds it and abandons the clustering
-    (committing would lose the write)."""
-    path, (step,) = _setup(tmp_path, 6, TableType.MERGE_ON_READ)
+@pytest.mark.parametrize(("version", "crash"), [(6, False), (9, False), (9, True)])
+def test_write_completing_while_the_job_runs_abandons_the_clustering(
+    version: int, crash: bool, tmp_path: Path, spark_executor: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan is written while a write is in flight, the job starts, then the write completes: the commit check
+    finds it and abandons the clustering (committing would lose the write). Table version 6: the plan names the
+    in-flight write's log file and the job leaves its blocks out, so only "pending when the job started" tells.
+    With `crash`, the process dies after rolling the attempt back and before removing the plan; the next attempt
+    finds the same conflict and removes it."""
+    path, (step,) = _setup(tmp_path, version, TableType.MERGE_ON_READ)
     locks = InProcessLockProvider()
     ctx = _ctx(path, locks, spark_executor)
     job_ran, write_done = threading.Event(), threading.Event()
@@ -210,11 +215,26 @@ def test_v6_write_completing_while_the_job_runs_abandons_the_clustering(tmp_path
     plan = hook.scheduled
     assert plan is not None
     job_ctx = TableContext(table=ctx.table, lock=ctx.lock, executor=WriteCompletesDuringJob())  # type: ignore[arg-type]
+    if crash:
+        from tableservice.hudi.timeline import ActiveTimeline
+
+        def dies(self: ActiveTimeline, instant: Instant) -> None:
+            raise OSError("killed (injected) before the plan was removed")
+
+        monkeypatch.setattr(ActiveTimeline, "delete_pending", dies)
+        with pytest.raises(OSError, match="injected"):
+            execute_clustering(job_ctx, plan.requested_time, POLICY)
+        monkeypatch.undo()
+        timeline = HudiTable.open(Storage(), path).timeline()
+        left = timeline.get(plan.requested_time)
+        assert left is not None and left.is_requested, "the attempt was rolled back, the plan is still there"
     with pytest.raises(ActionAbandonedError, match="under clustering"):
         execute_clustering(job_ctx, plan.requested_time, POLICY)
     thread.join(60)
     assert errors == []
     assert HudiTable.open(Storage(), path).timeline().get(plan.requested_time) is None
-    ref, (ref_step,) = _setup(tmp_path / "ref", 6, TableType.MERGE_ON_READ)  # the same writes, no clustering
+    ref, (ref_step,) = _setup(tmp_path / "ref", version, TableType.MERGE_ON_READ)  # the same writes, no clustering
     WriteClient(Storage(), ref, options=WriteOptions(max_file_records=50)).apply(ref_step)
     assert _rows(path) == _rows(ref), "no row of the write lost"
+    leftovers = [p.name for p in Path(path).rglob("*.parquet") if plan.requested_time in p.name]
+    assert leftovers == [], "the abandoned attempt's files are gone"

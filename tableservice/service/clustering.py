@@ -226,7 +226,9 @@ def _unless_conflicting(
 def _abandon(ctx: TableContext, instant_time: str, conflict: ConflictError) -> ActionAbandonedError:
     """Remove a clustering plan that can never complete: roll back its attempt's files, then delete its instant
     (under the table lock), so the writers it blocks go on and a new plan can be scheduled. A crash half-way
-    leaves the plan requested; the next attempt finds the same conflict and finishes this."""
+    leaves the plan requested. The next attempt finds the same conflict and finishes this, except in table version
+    6 when the conflict was a write the job started too early to read: the plan names that write's files, so the
+    next attempt reads its blocks and runs the plan to completion without loss."""
     table = ctx.table
     current = table.reload().get(instant_time)
     if current is not None and current.is_inflight:
