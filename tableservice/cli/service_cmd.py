@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import Any
 
+from tableservice.errors import ActionAbandonedError
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.clean import dry_run, execute_clean, pending_cleans, schedule_clean
 from tableservice.hudi.savepoint import create_savepoint, delete_savepoint, list_savepoints
@@ -156,7 +157,11 @@ def cmd_cluster_run(args: argparse.Namespace) -> int:
             return 0
         for instant in pending:
             started = time.monotonic()
-            result = execute_clustering(ctx, instant.requested_time, policy)
+            try:
+                result = execute_clustering(ctx, instant.requested_time, policy)
+            except ActionAbandonedError as e:  # the table is consistent; a new plan may be scheduled
+                print(e.problem)
+                continue
             print(
                 f"completed clustering {instant.requested_time}: {len(result.stats)} new files, "
                 f"{result.records_written} records, {time.monotonic() - started:.1f}s"
