@@ -91,19 +91,18 @@ def schedule_clean(
         if not due:
             log.debug("clean not due: %s", reason, extra={"table": table.name})
             return None
-    with lock_factory():
-        timeline = table.reload()
-        t = instant_time if instant_time is not None else table.active.new_instant_time(timeline)
-        if any(t <= x for x in timeline.all_times()):
-            raise InvalidTimelineError(f"instant {t} is not above every instant on the timeline", table=table.name)
-        plan = policy.plan(table, t)
-        if plan is None:
-            return None
-        instant = table.active.create_requested(
-            t, Action.CLEAN, encode_cleaner_plan(plan, table_version=table.config.version)
-        )
+    done = table.request(
+        Action.CLEAN,
+        lambda t, _timeline: policy.plan(table, t),
+        lambda plan: encode_cleaner_plan(plan, table_version=table.config.version),
+        lock=lock_factory,
+        instant_time=instant_time,
+    )
+    if done is None:
+        return None
+    instant, plan = done
     n = sum(len(v) for v in (plan.file_paths_to_be_deleted_per_partition or {}).values())
-    log.info("scheduled clean of %d files", n, extra={"table": table.name, "instant": t})
+    log.info("scheduled clean of %d files", n, extra={"table": table.name, "instant": instant.requested_time})
     return instant
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from tableservice.errors import InvalidPlanError, TableServiceError
+from tableservice.errors import InvalidPlanError, InvalidTimelineError, TableServiceError
 from tableservice.hudi.archive import ArchivedInstant, archived_completion_times, load_archived_instants
 from tableservice.hudi.fsview import FileGroupId, FileSystemView, ViewInputs, partitions_from_listing
 from tableservice.hudi.instant import Action, Instant, State
@@ -31,6 +32,7 @@ from tableservice.hudi.timeline import ActiveTimeline, Timeline
 from tableservice.storage import FileInfo, Storage, join
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 META_FIELDS = (
     "_hoodie_commit_time",
@@ -125,6 +127,28 @@ class HudiTable:
         return self._cached(
             instant, State.REQUESTED, lambda data, path: decode_requested_replace_metadata(data, path=path)
         )
+
+    def request(
+        self,
+        action: Action,
+        plan: Callable[[str, Timeline], P | None],
+        encode: Callable[[P], bytes],
+        *,
+        lock: Callable[[], AbstractContextManager[object]],
+        instant_time: str | None = None,
+    ) -> tuple[Instant, P] | None:
+        """Schedule an action: under `lock`, reload the timeline, take a new instant time (or `instant_time`, which
+        must be above every instant on it), make the plan on that timeline and write `<t>.<action>.requested`.
+        None, and nothing written, when `plan` returns None."""
+        with lock():
+            timeline = self.reload()
+            t = instant_time if instant_time is not None else self.active.new_instant_time(timeline)
+            if any(t <= x for x in timeline.all_times()):
+                raise InvalidTimelineError(f"instant {t} is not above every instant on the timeline", table=self.name)
+            made = plan(t, timeline)
+            if made is None:
+                return None
+            return self.active.create_requested(t, action, encode(made)), made
 
     def writes_completed_since(
         self, timeline: Timeline, instant: Instant, *, pending_at_start: frozenset[str] = frozenset()

@@ -69,21 +69,20 @@ def schedule_clustering(
         if not due:
             log.debug("clustering not due: %s", reason, extra={"table": table.name})
             return None
-    with ctx.locked():
-        timeline = table.reload()
-        t = instant_time if instant_time is not None else table.active.new_instant_time(timeline)
-        if any(t <= x for x in timeline.all_times()):
-            raise InvalidPlanError(f"instant {t} is not above every instant on the timeline", table=table.name)
-        plan = plan_clustering(table, t, policy, timeline=timeline)
-        if plan is None:
-            return None
-        instant = table.active.create_requested(
-            t,
-            clustering_action(table.config.version),
-            encode_requested_clustering(plan, table_version=table.config.version),
-        )
+    done = table.request(
+        clustering_action(table.config.version),
+        lambda t, timeline: plan_clustering(table, t, policy, timeline=timeline),
+        lambda plan: encode_requested_clustering(plan, table_version=table.config.version),
+        lock=ctx.locked,
+        instant_time=instant_time,
+    )
+    if done is None:
+        return None
+    instant, plan = done
     log.info(
-        "scheduled clustering of %d groups", len(plan.input_groups or ()), extra={"table": table.name, "instant": t}
+        "scheduled clustering of %d groups",
+        len(plan.input_groups or ()),
+        extra={"table": table.name, "instant": instant.requested_time},
     )
     return instant
 

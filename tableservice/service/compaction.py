@@ -85,19 +85,20 @@ def schedule_compaction(
         if not decision.due:
             log.debug("compaction not due: %s", decision.reason, extra={"table": table.name})
             return None
-    with ctx.locked():
-        timeline = table.reload()
-        t = instant_time if instant_time is not None else table.active.new_instant_time(timeline)
-        if any(t <= x for x in timeline.all_times()):
-            raise InvalidPlanError(f"instant {t} is not above every instant on the timeline", table=table.name)
-        plan = plan_compaction(table, t, policy, timeline=timeline)
-        if plan is None:
-            return None
-        instant = table.active.create_requested(
-            t, Action.COMPACTION, encode_compaction_plan(plan, table_version=table.config.version)
-        )
+    done = table.request(
+        Action.COMPACTION,
+        lambda t, timeline: plan_compaction(table, t, policy, timeline=timeline),
+        lambda plan: encode_compaction_plan(plan, table_version=table.config.version),
+        lock=ctx.locked,
+        instant_time=instant_time,
+    )
+    if done is None:
+        return None
+    instant, plan = done
     log.info(
-        "scheduled compaction with %d operations", len(plan.operations or ()), extra={"table": table.name, "instant": t}
+        "scheduled compaction with %d operations",
+        len(plan.operations or ()),
+        extra={"table": table.name, "instant": instant.requested_time},
     )
     return instant
 
