@@ -30,49 +30,47 @@ def _options(values: list[str]) -> dict[str, str]:
     return out
 
 
+def _service_commands(sub: Any, service: str, text: str, commands: Any, option_help: str) -> dict[str, Any]:
+    """`tableservice <service> schedule|run URI [-o KEY=VALUE ...]`; returns the sub-parsers by name."""
+    parser = sub.add_parser(service, help=text)
+    ssub = parser.add_subparsers(dest=f"{service}_command", required=True)
+    out = {}
+    for name, handler, help_text in commands:
+        p = ssub.add_parser(name, help=help_text)
+        p.add_argument("uri")
+        p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help=option_help)
+        p.set_defaults(handler=handler)
+        out[name] = p
+    return out
+
+
 def register(sub: Any) -> None:
-    clean = sub.add_parser("clean", help="operator commands for cleaning")
-    csub = clean.add_subparsers(dest="clean_command", required=True)
-    for name, handler, text in (
-        ("schedule", cmd_clean_schedule, "write a clean plan now if anything can go"),
-        ("run", cmd_clean_run, "execute pending cleans (dry run unless --execute)"),
-    ):
-        p = csub.add_parser(name, help=text)
-        p.add_argument("uri")
-        p.add_argument(
-            "--option",
-            "-o",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="Hudi clean keys, e.g. hoodie.cleaner.commits.retained=5",
-        )
-        if name == "run":
-            mode = p.add_mutually_exclusive_group()
-            mode.add_argument("--dry-run", dest="execute", action="store_false", help="print what would go (default)")
-            mode.add_argument("--execute", dest="execute", action="store_true", help="delete the files")
-            p.set_defaults(execute=False)
-        p.set_defaults(handler=handler)
-    cluster = sub.add_parser("cluster", help="operator commands for clustering")
-    ksub = cluster.add_subparsers(dest="cluster_command", required=True)
-    for name, handler, text in (
-        ("schedule", cmd_cluster_schedule, "write a clustering plan now"),
-        ("run", cmd_cluster_run, "execute pending clustering plans"),
-    ):
-        p = ksub.add_parser(name, help=text)
-        p.add_argument("uri")
-        p.add_argument(
-            "--option",
-            "-o",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="Hudi clustering keys, e.g. hoodie.clustering.plan.strategy.sort.columns=ts",
-        )
-        if name == "run":
-            p.add_argument("--master", default="local[*]")
-            p.add_argument("--remote", help="Spark Connect URL instead of a master")
-        p.set_defaults(handler=handler)
+    clean = _service_commands(
+        sub,
+        "clean",
+        "operator commands for cleaning",
+        (
+            ("schedule", cmd_clean_schedule, "write a clean plan now if anything can go"),
+            ("run", cmd_clean_run, "execute pending cleans (dry run unless --execute)"),
+        ),
+        "Hudi clean keys, e.g. hoodie.cleaner.commits.retained=5",
+    )
+    mode = clean["run"].add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", dest="execute", action="store_false", help="print what would go (default)")
+    mode.add_argument("--execute", dest="execute", action="store_true", help="delete the files")
+    clean["run"].set_defaults(execute=False)
+    cluster = _service_commands(
+        sub,
+        "cluster",
+        "operator commands for clustering",
+        (
+            ("schedule", cmd_cluster_schedule, "write a clustering plan now"),
+            ("run", cmd_cluster_run, "execute pending clustering plans"),
+        ),
+        "Hudi clustering keys, e.g. hoodie.clustering.plan.strategy.sort.columns=ts",
+    )
+    cluster["run"].add_argument("--master", default="local[*]")
+    cluster["run"].add_argument("--remote", help="Spark Connect URL instead of a master")
     save = sub.add_parser("savepoint", help="create, delete or list savepoints")
     ssub = save.add_subparsers(dest="savepoint_command", required=True)
     create = ssub.add_parser("create", help="savepoint a completed commit")
