@@ -36,13 +36,13 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.planning.archival import (
     ArchivalPolicy,
-    CleaningPolicy,
     cleaner_earliest_commit_to_retain,
     compaction_bound,
     effective_limits,
     instants_to_archive,
     plan_archival,
 )
+from tableservice.planning.clean_policy import CleanerPolicyName
 from tableservice.storage import Storage, join
 
 ST = Storage()
@@ -152,7 +152,7 @@ def test_policy_defaults_keys_and_errors() -> None:
     p = ArchivalPolicy()
     assert (p.min_commits, p.max_commits, p.timeline_compaction_batch_size, p.archival_batch) == (20, 30, 10, 10)
     assert (p.cleaner_policy, p.cleaner_commits_retained, p.max_delta_commits) == (
-        CleaningPolicy.KEEP_LATEST_COMMITS,
+        CleanerPolicyName.KEEP_LATEST_COMMITS,
         10,
         5,
     )
@@ -167,7 +167,7 @@ def test_policy_defaults_keys_and_errors() -> None:
             "hoodie.datasource.write.operation": "upsert",  # not ours: ignored
         }
     )
-    assert (q.min_commits, q.max_commits, q.cleaner_policy) == (5, 8, CleaningPolicy.KEEP_LATEST_BY_HOURS)
+    assert (q.min_commits, q.max_commits, q.cleaner_policy) == (5, 8, CleanerPolicyName.KEEP_LATEST_BY_HOURS)
     assert ArchivalPolicy.from_mapping(q.to_mapping()) == q
     with pytest.raises(
         ConfigError, match=r"hoodie.keep.max.commits=20 must be greater than hoodie.keep.min.commits=20"
@@ -210,10 +210,10 @@ def test_effective_limits_follow_the_cleaner() -> None:
     assert cleaner_earliest_commit_to_retain(keep30, tl_p, "UTC") == _t(5)
     assert effective_limits(keep30, tl_p, "UTC") == (36, 46)
     # By hours: instants a second apart, so one hour back from the latest is the first instant.
-    hours = ArchivalPolicy(cleaner_policy=CleaningPolicy.KEEP_LATEST_BY_HOURS, cleaner_hours_retained=1)
+    hours = ArchivalPolicy(cleaner_policy=CleanerPolicyName.KEEP_LATEST_BY_HOURS, cleaner_hours_retained=1)
     assert cleaner_earliest_commit_to_retain(hours, tl, "UTC") == _t(0)
     assert effective_limits(hours, tl, "UTC") == (41, 51)
-    versions = ArchivalPolicy(cleaner_policy=CleaningPolicy.KEEP_LATEST_FILE_VERSIONS)
+    versions = ArchivalPolicy(cleaner_policy=CleanerPolicyName.KEEP_LATEST_FILE_VERSIONS)
     assert cleaner_earliest_commit_to_retain(versions, tl, "UTC") is None
     assert effective_limits(versions, tl, "UTC") == (20, 30)
 
@@ -323,7 +323,7 @@ def test_pending_instants_bound_archival(
         # retained min becomes 29 + 2 = 31 and max 41: nothing is archived.
         assert effective_limits(policy, load_timeline(table), "UTC") == (31, 41)
         assert archive(table, policy) == []
-        policy = ArchivalPolicy(cleaner_policy=CleaningPolicy.KEEP_LATEST_FILE_VERSIONS)
+        policy = ArchivalPolicy(cleaner_policy=CleanerPolicyName.KEEP_LATEST_FILE_VERSIONS)
     plan = plan_archival(table, load_timeline(table), policy)
     got = archive(table, policy)
     # A pending write keeps the completed commit before it (Hudi); any other pending instant keeps itself (ours).

@@ -43,7 +43,7 @@ Our additional bounds (stricter than Hudi):
 
 from __future__ import annotations
 
-import enum
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -63,8 +63,9 @@ from tableservice.hudi.instant import (
 from tableservice.hudi.models import decode_clean_metadata, decode_cleaner_plan
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
+from tableservice.planning.clean_policy import CleanerPolicyName, CleanPolicy
 from tableservice.planning.keyed_policy import HudiKeyedPolicy
-from tableservice.planning.policy import CompactionTriggerStrategy
+from tableservice.planning.policy import CompactionPolicy, CompactionTriggerStrategy
 from tableservice.storage import FileInfo
 
 _OWN_PREFIXES = ("hoodie.keep.", "hoodie.archive.", "hoodie.commits.archival.", "hoodie.timeline.compaction.")
@@ -72,12 +73,10 @@ SAVEPOINTED_TIMESTAMPS = "savepointed_timestamps"
 """Key of the cleaner plan's extraMetadata listing the savepoints the clean kept files for (CleanerUtils)."""
 
 
-class CleaningPolicy(enum.StrEnum):
-    """Hudi's `HoodieCleaningPolicy`."""
-
-    KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
-    KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
-    KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
+def _same_as(model: type[HudiKeyedPolicy], key: str) -> Any:
+    """The field `model` declares for Hudi key `key` (default, bounds, alias): archival reads the cleaner's and the
+    compaction trigger's keys, and they must mean here what they mean there."""
+    return copy.copy(model.model_fields[model.keys()[key]])
 
 
 class ArchivalPolicy(HudiKeyedPolicy):
@@ -120,34 +119,13 @@ class ArchivalPolicy(HudiKeyedPolicy):
         validation_alias="hoodie.archive.beyond.savepoint",
         serialization_alias="hoodie.archive.beyond.savepoint",
     )
-    cleaner_policy: CleaningPolicy = Field(
-        default=CleaningPolicy.KEEP_LATEST_COMMITS,
-        validation_alias="hoodie.cleaner.policy",
-        serialization_alias="hoodie.cleaner.policy",
+    cleaner_policy: CleanerPolicyName = _same_as(CleanPolicy, "hoodie.cleaner.policy")
+    cleaner_commits_retained: int = _same_as(CleanPolicy, "hoodie.cleaner.commits.retained")
+    cleaner_hours_retained: int = _same_as(CleanPolicy, "hoodie.cleaner.hours.retained")
+    compaction_trigger_strategy: CompactionTriggerStrategy = _same_as(
+        CompactionPolicy, "hoodie.compact.inline.trigger.strategy"
     )
-    cleaner_commits_retained: int = Field(
-        default=10,
-        ge=0,
-        validation_alias="hoodie.cleaner.commits.retained",
-        serialization_alias="hoodie.cleaner.commits.retained",
-    )
-    cleaner_hours_retained: int = Field(
-        default=24,
-        ge=0,
-        validation_alias="hoodie.cleaner.hours.retained",
-        serialization_alias="hoodie.cleaner.hours.retained",
-    )
-    compaction_trigger_strategy: CompactionTriggerStrategy = Field(
-        default=CompactionTriggerStrategy.NUM_COMMITS,
-        validation_alias="hoodie.compact.inline.trigger.strategy",
-        serialization_alias="hoodie.compact.inline.trigger.strategy",
-    )
-    max_delta_commits: int = Field(
-        default=5,
-        ge=0,
-        validation_alias="hoodie.compact.inline.max.delta.commits",
-        serialization_alias="hoodie.compact.inline.max.delta.commits",
-    )
+    max_delta_commits: int = _same_as(CompactionPolicy, "hoodie.compact.inline.max.delta.commits")
 
     @field_validator("cleaner_policy", "compaction_trigger_strategy", mode="before")
     @classmethod
@@ -215,7 +193,7 @@ def cleaner_earliest_commit_to_retain(policy: ArchivalPolicy, timeline: Timeline
     hours counted back from the latest completed commit)."""
     commits = _commits_timeline(timeline)
     completed = [i for i in commits if i.is_completed]
-    if policy.cleaner_policy is CleaningPolicy.KEEP_LATEST_COMMITS:
+    if policy.cleaner_policy is CleanerPolicyName.KEEP_LATEST_COMMITS:
         if len(completed) <= policy.cleaner_commits_retained:
             return None
         nth = completed[len(completed) - policy.cleaner_commits_retained]
@@ -224,7 +202,7 @@ def cleaner_earliest_commit_to_retain(policy: ArchivalPolicy, timeline: Timeline
             return nth.requested_time
         before = [i for i in completed if i.requested_time < pending.requested_time]
         return before[-1].requested_time if before else None
-    if policy.cleaner_policy is CleaningPolicy.KEEP_LATEST_BY_HOURS and completed:
+    if policy.cleaner_policy is CleanerPolicyName.KEEP_LATEST_BY_HOURS and completed:
         tz = timeline_timezone(tz_name)
         latest = parse_instant_time(completed[-1].requested_time, tz)
         earliest = format_instant_time(latest - timedelta(hours=policy.cleaner_hours_retained), tz)
@@ -310,7 +288,7 @@ def clustering_bound(table: HudiTable, timeline: Timeline, policy: ArchivalPolic
         return replaces[0].requested_time
     ectr, savepoints = _clean_plan_ectr(table, clean)
     lower = ectr if ectr is not None else clean.requested_time
-    if policy.cleaner_policy is not CleaningPolicy.KEEP_LATEST_FILE_VERSIONS and ectr is not None and savepoints:
+    if policy.cleaner_policy is not CleanerPolicyName.KEEP_LATEST_FILE_VERSIONS and ectr is not None and savepoints:
         first_sp = savepoints[0]
         completed_replaces = [i for i in replaces if i.is_completed and first_sp <= i.requested_time <= ectr]
         if ectr > first_sp and completed_replaces:
