@@ -25,7 +25,6 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from tableservice.errors import RetryableError
-from tableservice.hudi.compaction import CompactionTask
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.tasks import Task, run_task, task_from_json
 from tableservice.storage import Storage, StorageOptions
@@ -73,17 +72,17 @@ def _warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
         yield pa.RecordBatch.from_pydict({"pid": pa.array([os.getpid()] * batch.num_rows, pa.int64())})
 
 
-def _compaction_worker(payload: Sequence[str]) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+def _task_worker(payload: Sequence[str]) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
     """The function Spark runs over a range of task indexes (the task list travels with the function)."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return _run_compaction_batches(batches, payload)
+        return _run_task_batches(batches, payload)
 
     return run
 
 
-def _run_compaction_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
-    """Executor side of a compaction job: task indexes in, one write stat JSON (and the Python worker's peak
+def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
+    """Executor side of a job: task indexes in, one write stat JSON (and the Python worker's peak
     resident memory so far, in KiB) per task out."""
     token = _task_context_token()
     storages: dict[str, Storage] = {}
@@ -187,20 +186,6 @@ class SparkExecutor:
 
     # --- jobs --------------------------------------------------------------------------------------
 
-    def run_compaction(
-        self,
-        tasks: Sequence[CompactionTask],
-        *,
-        tag: str,
-        description: str,
-        storage_options: StorageOptions | None = None,
-        parallelism: int | None = None,
-    ) -> list[HoodieWriteStat]:
-        """Run one compaction's operations as one Spark job; returns the write stats."""
-        return self.run_tasks(
-            tasks, tag=tag, description=description, storage_options=storage_options, parallelism=parallelism
-        )
-
     def run_tasks(
         self,
         tasks: Sequence[Task],
@@ -224,7 +209,7 @@ class SparkExecutor:
         try:
             # Task i is row i of a range: no shuffle, and each Spark task runs its share of the operations.
             df = spark.range(0, len(payload), 1, partitions)
-            rows = df.mapInArrow(_compaction_worker(payload), "stat string, peak_rss_kb long").collect()
+            rows = df.mapInArrow(_task_worker(payload), "stat string, peak_rss_kb long").collect()
         except Exception as e:
             raise SparkJobError(f"job {description} failed: {_short(e)}") from e
         finally:
