@@ -101,6 +101,7 @@ class TableWorker:
             lock=lock,
             executor=self.executor,
             lock_timeout_s=self.settings.lock_timeout_s,
+            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
             storage_options=self.storage_options,
             hooks=hooks,
         )
