@@ -147,3 +147,38 @@ def test_config_change_adds_and_removes_tables_without_restart(tmp_path: Path, s
     assert seen[0] == {first}
     assert seen[-1] == {second}
     assert set(daemon.tables) == {second}
+
+
+def test_a_time_trigger_not_yet_due_is_asked_again_on_later_polls(tmp_path: Path) -> None:
+    """An elapsed-time compaction trigger that is not due at one pass must not be remembered as "nothing to
+    plan": once the time has passed, the table is due without any new write, and the next pass schedules."""
+    from tableservice.executors.spark import SparkExecutor, SparkSettings
+    from tableservice.locks import InProcessLockProvider
+    from tableservice.planning.policy import CompactionPolicy
+    from tableservice.service.table_worker import TableSettings, TableWorker
+
+    path = mor_table(tmp_path / "t", records=100, commits=2)
+    policy = CompactionPolicy.from_mapping(
+        {"hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED", "hoodie.compact.inline.max.delta.seconds": 6}
+    )
+    settings = TableSettings(
+        uri=path,
+        name="t",
+        compaction_schedule=True,
+        compaction_execute=False,
+        compaction_policy=policy,
+        clean_schedule=False,
+        archival_enabled=False,
+    )
+    worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
+    first = worker.run_pass()
+    assert first.scheduled == [] and first.failed == []
+    assert not worker.compaction_due()
+    deadline = time.monotonic() + 30
+    while not worker.compaction_due() and time.monotonic() < deadline:
+        worker.poll()
+        time.sleep(0.5)
+    assert worker.compaction_due(), "the time trigger came due without a new write"
+    second = worker.run_pass()
+    pending = HudiTable.open(Storage(), path).timeline().pending().instants
+    assert second.scheduled == [i.requested_time for i in pending if i.action is Action.COMPACTION] != []

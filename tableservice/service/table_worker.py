@@ -65,7 +65,7 @@ class TableWorker:
         storage_options: StorageOptions | None = None,
         running: RunningActions | None = None,
     ) -> None:
-        self.settings = settings
+        self._settings = settings
         self.storage = storage
         self.locks = locks
         self.executor = executor
@@ -75,6 +75,16 @@ class TableWorker:
         self.table: HudiTable | None = None
         self._nothing_at: dict[str, str] = {}
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
+
+    @property
+    def settings(self) -> TableSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: TableSettings) -> None:
+        """New settings (a configuration reload): what planning found under the old policies no longer holds."""
+        self._settings = value
+        self._nothing_at.clear()
 
     @property
     def label(self) -> str:
@@ -193,7 +203,17 @@ class TableWorker:
             return False
         if not table.config.is_mor:
             return False
-        return self._worth_planning("compaction") and compaction_decision(self._context(table), s.compaction_policy).due
+        return self._worth_planning("compaction") and self._trigger_due("compaction")
+
+    def _trigger_due(self, service: str) -> bool:
+        """Whether the service's policy trigger says a plan is due, on the timeline of the last load."""
+        s = self.settings
+        table = self._open()
+        if service == "compaction":
+            return compaction_decision(self._context(table), s.compaction_policy).due
+        if service == "clustering":
+            return clustering_due(table, table.timeline(), s.clustering_policy)[0]
+        return CleanPlanner(s.clean_policy).due(table)[0]
 
     # --- one pass ----------------------------------------------------------------------------------
 
@@ -223,8 +243,9 @@ class TableWorker:
         return writes[-1].requested_time if writes else ""
 
     def _planned(self, service: str, scheduled: Instant | None) -> None:
-        """Remember that planning found nothing to do at the current latest write, so that an idle table is not
-        planned again (a listing) on every poll while its trigger stays due."""
+        """After a due trigger: remember that planning found nothing to do at the current latest write, so that an
+        idle table is not planned again (a listing) on every poll while its trigger stays due. Only a due trigger
+        may record this: a trigger that is not due yet (elapsed time) must be asked again on the next poll."""
         if scheduled is None:
             self._nothing_at[service] = self._latest_write()
         else:
@@ -241,7 +262,7 @@ class TableWorker:
         table = self._open()
         if not (s.clean_schedule and s.clean_policy.enabled) or table.config.has_metadata_table:
             return False
-        return self._worth_planning("clean") and CleanPlanner(s.clean_policy).due(table)[0]
+        return self._worth_planning("clean") and self._trigger_due("clean")
 
     def archival_due(self) -> bool:
         s = self.settings
@@ -279,8 +300,8 @@ class TableWorker:
                 run = functools.partial(execute_clean, table, instant, lock=ctx.lock_factory())
                 if self._guarded("clean", instant.requested_time, result, run) is not None:
                     result.cleaned.append(instant.requested_time)
-        if s.clean_schedule and s.clean_policy.enabled and allow_schedule:
-            scheduled = schedule_clean(table, CleanPlanner(s.clean_policy), lock=ctx.lock_factory())
+        if s.clean_schedule and s.clean_policy.enabled and allow_schedule and self._trigger_due("clean"):
+            scheduled = schedule_clean(table, CleanPlanner(s.clean_policy), lock=ctx.lock_factory(), force=True)
             self._planned("clean", scheduled)
             if scheduled is None:
                 return
@@ -331,9 +352,15 @@ class TableWorker:
                 if stop():
                     return
                 self._execute(ctx, instant.requested_time, result)
-        if s.compaction_schedule and s.compaction_policy.enabled and allow_schedule and not stop():
+        if (
+            s.compaction_schedule
+            and s.compaction_policy.enabled
+            and allow_schedule
+            and not stop()
+            and self._trigger_due("compaction")
+        ):
             try:
-                scheduled = schedule_compaction(ctx, s.compaction_policy)
+                scheduled = schedule_compaction(ctx, s.compaction_policy, force=True)
             except CompactionBlockedError as e:  # table version 6: waits for the earlier write to finish
                 log.info("compaction deferred: %s", e.problem, extra={"table": self.label})
                 return
@@ -354,7 +381,7 @@ class TableWorker:
         table = self._open()
         if not (s.clustering_schedule and s.clustering_policy.enabled) or table.config.has_metadata_table:
             return False
-        return self._worth_planning("clustering") and clustering_due(table, table.timeline(), s.clustering_policy)[0]
+        return self._worth_planning("clustering") and self._trigger_due("clustering")
 
     def _clustering_pass(
         self, ctx: TableContext, result: PassResult, allow_schedule: bool, stop: Callable[[], bool]
@@ -365,8 +392,14 @@ class TableWorker:
                 if stop():
                     return
                 self._cluster(ctx, instant.requested_time, result)
-        if s.clustering_schedule and s.clustering_policy.enabled and allow_schedule and not stop():
-            scheduled = schedule_clustering(ctx, s.clustering_policy)
+        if (
+            s.clustering_schedule
+            and s.clustering_policy.enabled
+            and allow_schedule
+            and not stop()
+            and self._trigger_due("clustering")
+        ):
+            scheduled = schedule_clustering(ctx, s.clustering_policy, force=True)
             self._planned("clustering", scheduled)
             if scheduled is not None:
                 result.scheduled.append(scheduled.requested_time)
