@@ -53,6 +53,7 @@ from tableservice.hudi.models import (
 )
 from tableservice.hudi.plan_paths import relative_to_table, resolve_in_partition
 from tableservice.hudi.table import HudiTable
+from tableservice.hudi.timeline import Timeline
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class CleanPlanning(Protocol):
 
     def due(self, table: HudiTable) -> tuple[bool, str]: ...
 
-    def plan(self, table: HudiTable, instant_time: str) -> HoodieCleanerPlan | None: ...
+    def plan(self, table: HudiTable, instant_time: str, timeline: Timeline) -> HoodieCleanerPlan | None: ...
 
 
 def _no_lock() -> AbstractContextManager[object]:
@@ -93,7 +94,7 @@ def schedule_clean(
             return None
     done = table.request(
         Action.CLEAN,
-        lambda t, _timeline: policy.plan(table, t),
+        lambda t, timeline: policy.plan(table, t, timeline),
         lambda plan: encode_cleaner_plan(plan, table_version=table.config.version),
         lock=lock_factory,
         instant_time=instant_time,
@@ -322,10 +323,3 @@ def execute_clean(
 
 def pending_cleans(table: HudiTable) -> list[Instant]:
     return list(table.reload().pending_of(Action.CLEAN))
-
-
-def resume_pending_cleans(
-    table: HudiTable, *, lock: LockFactory | None = None, parallelism: int = 8
-) -> list[HoodieCleanMetadata]:
-    """Execute every pending clean, oldest first (Hudi runs pending cleans before planning a new one)."""
-    return [execute_clean(table, i, lock=lock, parallelism=parallelism) for i in pending_cleans(table)]

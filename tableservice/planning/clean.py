@@ -77,10 +77,8 @@ __all__ = [
     "hudi_location",
     "last_completed_clean",
     "load_clean_timeline",
-    "partition_cleans",
     "partitions_to_clean",
     "plan_clean",
-    "plan_files",
 ]
 
 
@@ -338,20 +336,6 @@ def hudi_location(location: str) -> str:
     return "file:" + location if location.startswith("/") else location
 
 
-def partition_cleans(
-    table: HudiTable,
-    policy: CleanPolicy,
-    *,
-    timeline: Timeline | None = None,
-    view: FileSystemView | None = None,
-    now: datetime | None = None,
-) -> tuple[Instant | None, list[PartitionClean], CleanTimeline]:
-    """The ECTR and, per partition looked at, the slices a clean deletes (the plan before encoding)."""
-    ct = _clean_timeline(table, timeline)
-    ectr, cleans = _partition_cleans(table, policy, ct, view, now)
-    return ectr, cleans, ct
-
-
 def _partition_cleans(
     table: HudiTable, policy: CleanPolicy, ct: CleanTimeline, view: FileSystemView | None, now: datetime | None
 ) -> tuple[Instant | None, list[PartitionClean]]:
@@ -424,14 +408,6 @@ def _action_instant(ectr: Instant | None, layout_version: int) -> HoodieActionIn
     )
 
 
-def plan_files(plan: HoodieCleanerPlan) -> dict[str, list[str]]:
-    """Partition → the file paths a plan names (as written in the plan)."""
-    return {
-        p: [fi.file_path for fi in infos if fi.file_path]
-        for p, infos in (plan.file_paths_to_be_deleted_per_partition or {}).items()
-    }
-
-
 @dataclass(frozen=True)
 class CleanPlanner:
     """A policy bound to the planning functions, for `tableservice.hudi.clean.schedule_clean`."""
@@ -443,5 +419,5 @@ class CleanPlanner:
         """On the table's timeline as last loaded (no listing)."""
         return clean_due(table, table.timeline(), self.policy)
 
-    def plan(self, table: HudiTable, instant_time: str) -> HoodieCleanerPlan | None:
-        return plan_clean(table, instant_time, self.policy, now=self.now)
+    def plan(self, table: HudiTable, instant_time: str, timeline: Timeline | None = None) -> HoodieCleanerPlan | None:
+        return plan_clean(table, instant_time, self.policy, timeline=timeline, now=self.now)

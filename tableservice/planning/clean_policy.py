@@ -61,10 +61,6 @@ _WRITER_KEYS = frozenset(
 _ALIASES = {"hoodie.clean.delete.bootstrap.base.file": "hoodie.cleaner.delete.bootstrap.base.file"}
 
 
-def _key(name: str) -> Any:
-    return Field(validation_alias=name, serialization_alias=name)
-
-
 class CleanPolicy(HudiKeyedPolicy):
     """Frozen; build it with Hudi's keys (`CleanPolicy.from_mapping({...})`, `model_validate`) or with the attribute
     names as keywords. Invalid values raise a pydantic ValidationError (direct construction) or a ConfigError
