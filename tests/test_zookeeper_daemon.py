@@ -63,7 +63,7 @@ def test_writer_and_daemon_share_the_zookeeper_lock(tmp_path: Path, spark_execut
     cfg.write_text(config_text([path], max_delta_commits=2, poll=0.3) + _zk_locks(zk_server, "w"))
     config = load_config(str(cfg))
     daemon = Daemon(str(cfg), config, executor=spark_executor)
-    writer_locks = lock_provider(config)
+    writer_locks = lock_provider(config.locks)
     assert isinstance(writer_locks, ZookeeperLockProvider)
     table_lock = writer_locks.table_lock("t", path)
     writes: list[str] = []
@@ -190,7 +190,7 @@ def test_killed_replica_action_is_completed_by_the_other_after_the_lease(
     pending = _pending_compactions(path)
     assert len(pending) == 1
     config = load_config(str(cfg))
-    locks = lock_provider(config)
+    locks = lock_provider(config.locks)
     try:
         worker = TableWorker(table_settings(config, config.tables[0]), Storage(), locks, spark_executor)
         started = time.monotonic()
@@ -215,3 +215,44 @@ def _pending_compactions(path: str) -> list[str]:
     return [
         i.requested_time for i in HudiTable.open(Storage(), path).timeline().pending() if i.action is Action.COMPACTION
     ]
+
+
+def test_a_table_lock_override_is_the_lock_its_worker_takes(tmp_path: Path, zk_server: Any) -> None:
+    """A table whose `locks` override names another lock key gets a provider for those settings: while a writer
+    holds `<base>/orders_lock`, the daemon's worker for that table cannot take its table lock, and the other
+    table's lock stays free."""
+    from tableservice.errors import LockError
+    from tableservice.service.daemon import LockProviders
+
+    a, b = mor_table(tmp_path / "a", records=50, commits=1, name="a"), mor_table(tmp_path / "b", records=50, commits=1)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"""{_zk_locks(zk_server, "o")}tables:
+  - uri: {a}
+  - uri: {b}
+    locks:
+      hoodie.write.lock.zookeeper.lock_key: orders_lock
+"""
+    )
+    config = load_config(str(cfg))
+    writer = lock_provider(config.effective_locks(b))
+    daemon_side = LockProviders()
+    try:
+        held = writer.table_lock("t", b)
+        assert held.key == "/hudi/o/orders_lock"
+        handle = held.acquire(5)
+        try:
+            lock_b = daemon_side.for_table(config, b).table_lock("t", b)
+            assert lock_b.key == held.key
+            with pytest.raises(LockError):
+                lock_b.acquire(1.0)
+            lock_a = daemon_side.for_table(config, a).table_lock("a", a)
+            assert lock_a.key == "/hudi/o/a"
+            lock_a.release(lock_a.acquire(5))
+        finally:
+            held.release(handle)
+        assert daemon_side.for_table(config, a) is daemon_side.for_table(config, str(tmp_path / "unlisted"))
+        assert daemon_side.for_table(config, a) is not daemon_side.for_table(config, b)
+    finally:
+        daemon_side.close()
+        writer.close()

@@ -21,8 +21,8 @@ from tableservice.service.actions import TableContext
 from tableservice.service.compaction import execute_compaction, schedule_compaction
 from tableservice.service.daemon import (
     Daemon,
+    LockProviders,
     executor_settings,
-    lock_provider,
     storage_options,
     table_settings,
 )
@@ -65,9 +65,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _workers(config_path: str, executor: SparkExecutor) -> list[TableWorker]:
     config = load_config(config_path)
     storage = Storage(storage_options(config))
-    locks = lock_provider(config)
+    locks = LockProviders()
     return [
-        TableWorker(table_settings(config, e), storage, locks, executor, storage_options=storage_options(config))
+        TableWorker(
+            table_settings(config, e),
+            storage,
+            locks.for_table(config, e),
+            executor,
+            storage_options=storage_options(config),
+        )
         for e in config.resolve_tables(storage)
     ]
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tableservice.config import load_config
+from tableservice.config_locks import LockSettings
 from tableservice.errors import ConfigError
 from tableservice.hudi.table import HudiTable
 from tableservice.service.daemon import lock_provider, storage_options
@@ -29,19 +30,20 @@ def register(sub: Any) -> None:
     acquire.set_defaults(handler=cmd_acquire)
 
 
-def _resolve(config_path: str, name: str) -> tuple[Any, HudiTable]:
+def _resolve(config_path: str, name: str) -> tuple[LockSettings, HudiTable]:
+    """The table's effective lock settings (with its overrides) and the table."""
     config = load_config(config_path)
     storage = Storage(storage_options(config))
     for entry in config.resolve_tables(storage):
         table = HudiTable.open(storage, entry.uri)
         if name in (entry.name, table.name, entry.uri):
-            return config, table
+            return config.effective_locks(entry), table
     raise ConfigError(f"--table {name!r}: no configured or discovered table has that name")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    config, table = _resolve(args.config, args.table)
-    provider = lock_provider(config)
+    settings, table = _resolve(args.config, args.table)
+    provider = lock_provider(settings)
     try:
         holder = provider.table_lock(table.name, table.base_path).holder()
     finally:
@@ -56,8 +58,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_acquire(args: argparse.Namespace) -> int:
-    config, table = _resolve(args.config, args.table)
-    provider = lock_provider(config)
+    settings, table = _resolve(args.config, args.table)
+    provider = lock_provider(settings)
     try:
         lock = provider.table_lock(table.name, table.base_path)
         handle = lock.acquire(args.wait)

@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup
 
 from tableservice import __version__
 from tableservice.config import DaemonConfig, TableEntry, load_config
+from tableservice.config_locks import LockSettings
 from tableservice.errors import ConfigError, PermanentError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
@@ -42,21 +43,41 @@ def storage_options(config: DaemonConfig) -> StorageOptions:
     return config.storage.options()
 
 
-def lock_provider(config: DaemonConfig) -> LockProvider:
-    kind = config.locks.kind
+def lock_provider(settings: LockSettings) -> LockProvider:
+    kind = settings.kind
     if kind == "in-process":
         return InProcessLockProvider()
     if kind == "dynamodb":
         from tableservice.locks.dynamodb import DynamoDBLockProvider
 
-        return DynamoDBLockProvider(config.locks)
+        return DynamoDBLockProvider(settings)
     if kind == "zookeeper":
         from tableservice.locks.zookeeper import ZookeeperLockProvider
 
-        return ZookeeperLockProvider(config.locks)
+        return ZookeeperLockProvider(settings)
     raise ConfigError(
-        f"locks.hoodie.write.lock.provider={config.locks.provider!r}: this build serves the in-process lock only"
+        f"locks.hoodie.write.lock.provider={settings.provider!r}: this build serves the in-process lock only"
     )
+
+
+class LockProviders:
+    """One lock provider per distinct lock settings. A table whose `locks` override names another lock key,
+    ZooKeeper ensemble, DynamoDB table or backend then takes exactly the lock its writers take."""
+
+    def __init__(self) -> None:
+        self._by_settings: dict[str, LockProvider] = {}
+
+    def for_table(self, config: DaemonConfig, table: TableEntry | str) -> LockProvider:
+        settings = config.effective_locks(table)
+        key = settings.model_dump_json(by_alias=True)
+        if key not in self._by_settings:
+            self._by_settings[key] = lock_provider(settings)
+        return self._by_settings[key]
+
+    def close(self) -> None:
+        for provider in self._by_settings.values():
+            provider.close()
+        self._by_settings.clear()
 
 
 def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
@@ -116,7 +137,7 @@ class Daemon:
         self.health = HealthState(stale_after_seconds=max(60.0, 3 * config.service.poll_interval_seconds))
         self.executor = executor if executor is not None else SparkExecutor(executor_settings(config))
         self._owns_executor = executor is None
-        self.locks = lock_provider(config)
+        self.locks = LockProviders()
         self.running = RunningActions()
         self.capacity = PriorityCapacity(config.service.max_concurrent_actions)
         self.tables: dict[str, _TableTask] = {}
@@ -220,13 +241,15 @@ class Daemon:
                 log.info("no longer serving %s", uri)
         for uri, entry in wanted.items():
             settings = table_settings(self.config, entry)
+            locks = await anyio.to_thread.run_sync(self.locks.for_table, self.config, entry)
             if uri in self.tables:
                 self.tables[uri].worker.settings = settings
+                self.tables[uri].worker.locks = locks
                 continue
             worker = TableWorker(
                 settings,
                 self.storage,
-                self.locks,
+                locks,
                 self.executor,
                 self.metrics,
                 storage_options(self.config),
