@@ -38,8 +38,10 @@ def test_every_service_beside_a_writer(version: int, tmp_path: Path, spark_execu
     model = TableModel("uuid", "city", "ts", event_time=True)
     lock = InProcessLockProvider().table_lock("t", path)
     client = WriteClient(Storage(), path, lock=lambda: lock.hold(30.0), options=WriteOptions(max_file_records=150))
-    client.apply(steps[0])
+    columns = TRIP_SCHEMA.names
+    first = client.apply(steps[0]).instant_time
     model.upsert(steps[0].records)
+    snapshots = {first: model.snapshot(columns)}  # the model after each write, by its instant
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"""service:
   poll_interval_seconds: 0.3
@@ -80,6 +82,7 @@ tables:
                 model.upsert(step.records)
                 if step.deletes is not None:
                     model.delete(step.deletes)
+                snapshots[writes[-1]] = model.snapshot(columns)
                 time.sleep(0.5)
         except BaseException as e:  # reported below
             errors.append(e)
@@ -138,8 +141,15 @@ tables:
     )
     assert archived, f"archival moved instants out of the active timeline: {plan}, {[str(i) for i in timeline]}"
     assert len(timeline.completed_writes()) <= 8 + 3
-    columns = TRIP_SCHEMA.names
     assert table_rows(hudi_read(path), columns, "uuid", "city") == model.snapshot(columns)
     retained = [i.requested_time for i in timeline.completed_writes()]
     latest = retained[-1]
     assert_same_rows(hudi_read(path, as_of=latest), hudi_read(path), "as of the latest instant")
+    assert len(writes) == len(steps) - 1
+    committed = {i.requested_time for i in timeline.completed()} | {a.requested_time for a in archived}
+    assert set(writes) <= committed, "every write the writer saw succeed is on the timeline"
+    # Reads as of an older retained instant (the cleaner keeps 3 commits) return the model as of the last write
+    # at or before it (compaction and clustering leave the rows as they were).
+    older = retained[-3]
+    as_of_write = max(t for t in snapshots if t <= older)
+    assert table_rows(hudi_read(path, as_of=older), columns, "uuid", "city") == snapshots[as_of_write]
