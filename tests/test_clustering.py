@@ -79,7 +79,9 @@ def _cluster_and_check(path: str, executor: Any, policy: ClusteringPolicy, sort:
     replaced = {(p, f) for p, fids in md.replaced_file_ids().items() for f in fids}
     assert replaced == {(p, f) for p, fids in result.replaced.items() for f in fids}
     visible = {g.id for g in table.file_system_view().file_groups()}
+    assert replaced and result.stats, "the clustering replaced file groups and wrote new ones"
     assert not (visible & replaced), "replaced file groups must be hidden"
+    assert {(s.partition_path or "", s.file_id or "") for s in result.stats} <= visible
     for s in result.stats:
         rows = pq.read_table(str(Path(path) / (s.path or "")))
         assert set(rows.column(FILE_NAME).to_pylist()) == {Path(s.path or "").name}

@@ -156,6 +156,7 @@ def test_clustering_that_lost_to_a_write_is_abandoned_without_losing_rows(
     result = _worker(path, locks, spark_executor, metrics).run_pass()
     assert result.failed == []
     assert len(result.clustered) == (0 if abandoned else 1)
+    assert [c.instant.requested_time for c in result.clustered] == ([] if abandoned else [plan.requested_time])
     text = metrics.render()[0].decode()
     assert ('tableservice_actions_abandoned_total{action="clustering",table="t"} 1.0' in text) is abandoned
     table = HudiTable.open(Storage(), path)

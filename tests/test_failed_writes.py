@@ -148,3 +148,4 @@ def test_v6_compaction_waits_for_an_earlier_pending_write_without_failing(
     assert result.rolled_back == [failed] and len(result.scheduled) == 1 and result.failed == []
     timeline = HudiTable.open(Storage(), path).timeline()
     assert [i.action for i in timeline.pending()] == [Action.COMPACTION]
+    assert result.scheduled == [i.requested_time for i in timeline.pending()]

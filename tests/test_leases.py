@@ -51,6 +51,8 @@ def test_compaction_runs_once_across_replicas(tmp_path: Path, spark_executor: An
     for r in replicas:
         r.join()
     assert sum(len(r.completed) for r in results) == 1
+    assert len(results) == 2, "both replicas finished their pass"
+    assert [c.instant.requested_time for r in results for c in r.completed] == [instant.requested_time]
     assert all(not r.failed for r in results)
     done = [i for i in HudiTable.open(Storage(), path).timeline().completed() if i.action is Action.COMPACTION]
     assert [i.requested_time for i in done] == [instant.requested_time]
@@ -106,5 +108,7 @@ def test_two_replicas_with_dynamodb_leases_run_a_compaction_once(
         for p in providers:
             p.close()
     assert sum(len(r.completed) for r in results) == 1
+    assert len(results) == 2, "both replicas finished their pass"
+    assert [c.instant.requested_time for r in results for c in r.completed] == [instant.requested_time]
     assert all(not r.failed for r in results)
     assert HudiTable.open(Storage(), path).timeline().is_completed(instant.requested_time)
