@@ -18,6 +18,7 @@ from tableservice.config_schema import ConfigIssue, ConfigIssues, issue, placeme
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.clustering_policy import ClusteringPolicy
+from tableservice.planning.keyed_policy import HudiKeyedPolicy
 from tableservice.planning.policy import CompactionPolicy
 
 HudiValue = str | int | float | bool
@@ -34,18 +35,6 @@ _HUDI_PREFIXES = ("hoodie.", "tableservice.")
 
 # The section's `enabled`/`schedule` switches stand for CompactionPolicy's own enabled key.
 _COMPACTION_SWITCH = "tableservice.compaction.enabled"
-
-
-def _compaction_keys() -> frozenset[str]:
-    return frozenset(CompactionPolicy.keys()) - {_COMPACTION_SWITCH}
-
-
-def _validate_compaction(values: Mapping[str, HudiValue]) -> Mapping[str, HudiValue]:
-    """Check the keys with CompactionPolicy; returns the values as it reads them (full class names, upper-case
-    trigger names, numbers as numbers)."""
-    policy = CompactionPolicy.model_validate(dict(values))
-    dumped: dict[str, HudiValue] = policy.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    return dumped
 
 
 # --- failed writes (rollback of writers' failed attempts) --------------------------------------------------------
@@ -83,48 +72,50 @@ def _validate_failed_writes(values: Mapping[str, HudiValue]) -> Mapping[str, Hud
 _CLUSTERING_SWITCH = "tableservice.clustering.enabled"
 
 
-def _clustering_keys() -> frozenset[str]:
-    return (frozenset(ClusteringPolicy.keys()) | ClusteringPolicy.ignored_keys()) - {_CLUSTERING_SWITCH}
-
-
-def _validate_clustering(values: Mapping[str, HudiValue]) -> Mapping[str, HudiValue]:
-    policy = ClusteringPolicy.model_validate(
-        {k: v for k, v in values.items() if k not in ClusteringPolicy.ignored_keys()}
-    )
-    dumped: dict[str, HudiValue] = policy.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    dumped.update({k: v for k, v in values.items() if k in ClusteringPolicy.ignored_keys()})
-    return dumped
-
-
 # --- clean and archival: planning's CleanPolicy and ArchivalPolicy ---------------------------------------------------
 
 _CLEAN_SWITCH = "tableservice.clean.enabled"
 
 
-def _model_validator(model: Any, switch: str | None) -> tuple[PolicyValidator, Callable[[], frozenset[str]]]:
+def _model_validator(
+    model: type[HudiKeyedPolicy], switch: str | None, *, leave_out: tuple[str, ...] = ()
+) -> tuple[PolicyValidator, Callable[[], frozenset[str]]]:
+    """A section checked by one of planning's policies: its Hudi keys, the keys it accepts and ignores, and its
+    alternative spellings (normalised to Hudi's key), less the section's switch and keys under `leave_out` (they
+    belong to another section). Returns the values as the policy reads them (full class names, upper-case enum
+    names, numbers as numbers); ignored keys pass through as given."""
+
     def validate(values: Mapping[str, HudiValue]) -> Mapping[str, HudiValue]:
-        dumped: dict[str, HudiValue] = model.model_validate(dict(values)).model_dump(
+        ignored = {k: v for k, v in values.items() if k in model.ignored_own_keys}
+        data = {model.key_aliases.get(k, k): v for k, v in values.items() if k not in ignored}
+        dumped: dict[str, HudiValue] = model.model_validate(data).model_dump(
             mode="json", by_alias=True, exclude_unset=True
         )
+        dumped.update(ignored)
         return dumped
 
     def keys() -> frozenset[str]:
-        return frozenset(model.keys()) - ({switch} if switch else set())
+        known = frozenset(model.keys()) | model.ignored_own_keys | frozenset(model.key_aliases)
+        return frozenset(k for k in known if not k.startswith(leave_out)) - ({switch} if switch else set())
 
     return validate, keys
 
 
-def _archival_keys() -> frozenset[str]:
-    """The archival section's own keys (the cleaner's and compaction's keys live in those sections)."""
-    hudi_keys: dict[str, str] = ArchivalPolicy.keys()
-    return frozenset(k for k in hudi_keys if not k.startswith(("hoodie.cleaner.", "hoodie.compact.")))
-
-
+_PLANNING_MODELS: dict[str, type[HudiKeyedPolicy]] = {
+    "clean": CleanPolicy,
+    "archival": ArchivalPolicy,
+    "compaction": CompactionPolicy,
+    "clustering": ClusteringPolicy,
+}
 _BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
-    "clean": _model_validator(CleanPolicy, _CLEAN_SWITCH),
-    "archival": (_model_validator(ArchivalPolicy, None)[0], lambda: _archival_keys()),
-    "compaction": (_validate_compaction, _compaction_keys),
-    "clustering": (_validate_clustering, _clustering_keys),
+    # the failed-writes keys the clean policy accepts live in the failed_writes section
+    "clean": _model_validator(
+        CleanPolicy, _CLEAN_SWITCH, leave_out=(*_FAILED_WRITES_DEFAULTS, "hoodie.clean.failed.writes.policy")
+    ),
+    # the cleaner's and compaction's keys archival reads live in those sections
+    "archival": _model_validator(ArchivalPolicy, None, leave_out=("hoodie.cleaner.", "hoodie.compact.")),
+    "compaction": _model_validator(CompactionPolicy, _COMPACTION_SWITCH),
+    "clustering": _model_validator(ClusteringPolicy, _CLUSTERING_SWITCH),
     "failed_writes": (_validate_failed_writes, _failed_writes_keys),
 }
 _RENAMED: dict[str, str] = {
@@ -209,7 +200,11 @@ class ServicePolicy(BaseModel):
 
     @classmethod
     def config_extra_keys(cls) -> Collection[str]:
-        return sorted(known_hudi_keys(cls.service) or ())
+        """The keys the example documents: those that change plans (keys accepted and ignored, and alternative
+        spellings, are not)."""
+        model = _PLANNING_MODELS.get(cls.service)
+        skip = (model.ignored_own_keys | frozenset(model.key_aliases)) if model is not None else frozenset()
+        return sorted(k for k in known_hudi_keys(cls.service) or () if k not in skip)
 
     @model_validator(mode="before")
     @classmethod
@@ -269,7 +264,7 @@ class CompactionPolicySettings(ServicePolicy):
 
     def policy(self) -> CompactionPolicy:
         """Planning's policy for these settings; it schedules only when `enabled` and `schedule` are both true."""
-        return CompactionPolicy.model_validate(
+        return CompactionPolicy.from_mapping(
             {**self.hudi_options(), _COMPACTION_SWITCH: self.enabled and self.schedule}
         )
 
@@ -298,19 +293,15 @@ class ClusteringPolicySettings(ServicePolicy):
 
     service: ClassVar[str] = "clustering"
 
-    @classmethod
-    def config_extra_keys(cls) -> Collection[str]:
-        """The keys the example documents: those that change plans (Hudi keys accepted and ignored are not)."""
-        return sorted(set(ClusteringPolicy.keys()) - {_CLUSTERING_SWITCH})
-
     schedule: bool = False
     """Schedule new clustering plans when the trigger says so (Hudi: hoodie.clustering.async.enabled)."""
     execute: bool = True
     """Execute pending clustering plans."""
 
     def policy(self) -> ClusteringPolicy:
-        values = {k: v for k, v in self.hudi_options().items() if k not in ClusteringPolicy.ignored_keys()}
-        return ClusteringPolicy.model_validate({**values, _CLUSTERING_SWITCH: self.enabled and self.schedule})
+        return ClusteringPolicy.from_mapping(
+            {**self.hudi_options(), _CLUSTERING_SWITCH: self.enabled and self.schedule}
+        )
 
     @property
     def executes(self) -> bool:
@@ -327,7 +318,7 @@ class CleanPolicySettings(ServicePolicy):
     execute: bool = True
 
     def policy(self) -> CleanPolicy:
-        return CleanPolicy.model_validate({**self.hudi_options(), _CLEAN_SWITCH: self.enabled and self.schedule})
+        return CleanPolicy.from_mapping({**self.hudi_options(), _CLEAN_SWITCH: self.enabled and self.schedule})
 
     @property
     def executes(self) -> bool:

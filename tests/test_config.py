@@ -460,3 +460,29 @@ def test_table_fingerprint_covers_name_policy_and_locks() -> None:
     assert relocked.table_fingerprint("s3://lake/orders") != base
     assert config.table_fingerprint(TableEntry.model_validate({"uri": "s3://lake/users"})) != base
     assert isinstance(config.effective_locks("s3://lake/orders"), LockSettings)
+
+
+def test_every_policy_section_takes_its_policys_ignored_keys_and_alternative_spellings() -> None:
+    """A section accepts what its planning policy accepts: writer-side keys it ignores (as given) and alternative
+    spellings (normalised to Hudi's key); keys that belong to another section stay refused there."""
+    config = parse_config(
+        "defaults:\n"
+        "  clean:\n"
+        "    hoodie.clean.async: true\n"
+        "    hoodie.clean.delete.bootstrap.base.file: true\n"
+        "    hoodie.cleaner.commits.retained: 4\n"
+        "  clustering:\n"
+        "    hoodie.clustering.async.enabled: true\n"
+    )
+    clean = config.defaults.clean
+    assert clean.hudi_options() == {
+        "hoodie.clean.async": True,
+        "hoodie.cleaner.delete.bootstrap.base.file": True,
+        "hoodie.cleaner.commits.retained": 4,
+    }
+    assert (clean.policy().commits_retained, clean.policy().delete_bootstrap_base_file) == (4, True)
+    assert config.defaults.clustering.hudi_options() == {"hoodie.clustering.async.enabled": True}
+    with pytest.raises(ConfigError, match=r"hoodie\.cleaner\.policy\.failed\.writes"):
+        parse_config("defaults:\n  clean:\n    hoodie.cleaner.policy.failed.writes: EAGER\n")
+    with pytest.raises(ConfigError, match=r"hoodie\.cleaner\.commits\.retained"):
+        parse_config("defaults:\n  archival:\n    hoodie.cleaner.commits.retained: 3\n")

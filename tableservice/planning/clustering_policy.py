@@ -314,8 +314,3 @@ class ClusteringPolicy(HudiKeyedPolicy):
         return self.inline_max_commits
 
     # --- building from configuration ------------------------------------------------------------------
-
-    @classmethod
-    def ignored_keys(cls) -> frozenset[str]:
-        """Hudi clustering keys accepted by `from_mapping` and ignored (they do not change plans)."""
-        return IGNORED_HUDI_KEYS
