@@ -27,7 +27,7 @@ from tableservice.hudi.models import (
     encode_clean_metadata,
     encode_cleaner_plan,
 )
-from tableservice.hudi.savepoint import create_savepoint, list_savepoints, load_timeline
+from tableservice.hudi.savepoint import create_savepoint, list_savepoints
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.table_read import read
@@ -102,7 +102,7 @@ def _write_clean(
     extra: dict[str, str] | None = None,
 ) -> Instant:
     """A clean instant (deleting nothing) with the given earliest commit to retain."""
-    tl = load_timeline(table)
+    tl = table.reload()
     t = at if at is not None else table.active.new_instant_time(tl)
     v = table.config.version
     plan_t = plan_ectr if plan_ectr is not None else ectr
@@ -246,7 +246,7 @@ def test_archival_keeps_the_timeline_between_min_and_max(
 ) -> None:
     path = built(tmp_path, version)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     assert len(completed) == COMMITS
     before = _snapshot(path, [completed[15].requested_time, completed[27].requested_time])
     ours = read(table)
@@ -254,7 +254,7 @@ def test_archival_keeps_the_timeline_between_min_and_max(
 
     got = archive(table, ArchivalPolicy())
     assert _times(got) == _times(completed[:15])
-    active = load_timeline(table)
+    active = table.reload()
     assert _times(active.completed_writes().instants) == _times(completed[15:])
     archived = load_archived_instants(ST, path, table.config, completed_only=True)
     assert _times(archived) == _times(completed[:15])
@@ -310,7 +310,7 @@ def test_pending_instants_bound_archival(
 ) -> None:
     path = built(tmp_path, version)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     t = _after(completed[index].requested_time)
     if action == "clean":
         _write_clean(table, ectr=None, at=t, complete=False)
@@ -321,15 +321,15 @@ def test_pending_instants_bound_archival(
     if action != "clean":
         # Hudi's min/max adjustment: the cleaner's ECTR cannot pass the pending write either, so with 10 commits
         # retained min becomes 29 + 2 = 31 and max 41: nothing is archived.
-        assert effective_limits(policy, load_timeline(table), "UTC") == (31, 41)
+        assert effective_limits(policy, table.reload(), "UTC") == (31, 41)
         assert archive(table, policy) == []
         policy = ArchivalPolicy(cleaner_policy=CleanerPolicyName.KEEP_LATEST_FILE_VERSIONS)
-    plan = plan_archival(table, load_timeline(table), policy)
+    plan = plan_archival(table, table.reload(), policy)
     got = archive(table, policy)
     # A pending write keeps the completed commit before it (Hudi); any other pending instant keeps itself (ours).
     assert _times(got) == _times(completed[:expected]) == _times(plan.instants)
     assert min(plan.bounds.values()) == (completed[expected].requested_time if action != "clean" else t)
-    assert load_timeline(table).get(t) is not None
+    assert table.reload().get(t) is not None
     _assert_reads(path, before, "with a pending instant")
 
 
@@ -338,14 +338,14 @@ def test_pending_instants_bound_archival(
 def test_savepoint_bounds_archival(version: int, tmp_path: Path, built: Callable[..., str]) -> None:
     path = built(tmp_path, version)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     sp = completed[8].requested_time
     create_savepoint(table, sp, user="ops")
     before = _snapshot(path, [sp])
     got = archive(table, ArchivalPolicy())
     assert _times(got) == _times(completed[:8])
     assert [s.instant_time for s in list_savepoints(table)] == [sp]
-    timeline = load_timeline(table)
+    timeline = table.reload()
     assert [i.action for i in timeline if i.requested_time == sp] == [Action.DELTA_COMMIT, Action.SAVEPOINT]
     _assert_reads(path, before, "after archival bounded by a savepoint")
 
@@ -357,7 +357,7 @@ def test_last_clean_bounds_archival_and_older_cleans_go_along(
 ) -> None:
     path = built(tmp_path, version)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     old_clean = _write_clean(table, ectr=None, at=_after(completed[2].requested_time))
     ectr = completed[10].requested_time
     last_clean = _write_clean(table, ectr=ectr)
@@ -368,7 +368,7 @@ def test_last_clean_bounds_archival_and_older_cleans_go_along(
     assert [c.requested_time for c in cleans] == [old_clean.requested_time]
     md = cleans[0].decode_metadata()
     assert isinstance(md, HoodieCleanMetadata) and md.start_clean_time == old_clean.requested_time
-    remaining = load_timeline(table)
+    remaining = table.reload()
     assert remaining.get(last_clean.requested_time) is not None
     assert remaining.completed_writes().first() == completed[10]
 
@@ -379,31 +379,31 @@ def test_many_cleans(version: int, tmp_path: Path, built: Callable[..., str]) ->
     (TimelineArchiverV2): only cleans older than the last commit archived go."""
     path = built(tmp_path, version)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     cleans = [_write_clean(table, ectr=None) for _ in range(32)]
     got = archive(table, ArchivalPolicy())
     expected = _times(completed[:15]) + (_times(cleans[:12]) if version == 6 else [])
     assert _times(got) == expected
-    remaining = [i for i in load_timeline(table) if i.action is Action.CLEAN]
+    remaining = [i for i in table.reload() if i.action is Action.CLEAN]
     assert _times(remaining) == _times(cleans[12:] if version == 6 else cleans)
 
 
 def test_clean_plan_ectr_is_used_when_the_metadata_has_none(tmp_path: Path, built: Callable[..., str]) -> None:
     path = built(tmp_path, 8)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     _write_clean(table, ectr=None, plan_ectr=completed[12].requested_time)
-    plan = plan_archival(table, load_timeline(table), ArchivalPolicy())
+    plan = plan_archival(table, table.reload(), ArchivalPolicy())
     assert plan.bounds["earliest commit the last clean retained"] == completed[12].requested_time
     assert _times(plan.instants) == _times(completed[:12])
-    assert instants_to_archive(table, load_timeline(table), ArchivalPolicy()) == list(plan.instants)
+    assert instants_to_archive(table, table.reload(), ArchivalPolicy()) == list(plan.instants)
 
 
 @pytest.mark.oracle
 def test_replace_commits_stay_until_their_replaced_files_are_cleaned(tmp_path: Path, built: Callable[..., str]) -> None:
     path = built(tmp_path, 9, TableType.COPY_ON_WRITE, overwrite_at=3)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     replace = completed[3]
     assert replace.action is Action.REPLACE_COMMIT
     expected = hudi_read(path)
@@ -413,11 +413,11 @@ def test_replace_commits_stay_until_their_replaced_files_are_cleaned(tmp_path: P
     _write_clean(
         table, ectr=completed[20].requested_time, extra={"savepointed_timestamps": completed[2].requested_time}
     )
-    plan = plan_archival(table, load_timeline(table), ArchivalPolicy())
+    plan = plan_archival(table, table.reload(), ArchivalPolicy())
     assert plan.bounds["replace commit not cleaned (clean ECTR)"] == replace.requested_time
     # A clean whose ECTR passed the replace commit, but the replaced files still exist: still kept (ours).
     _write_clean(table, ectr=completed[20].requested_time)
-    plan = plan_archival(table, load_timeline(table), ArchivalPolicy())
+    plan = plan_archival(table, table.reload(), ArchivalPolicy())
     assert plan.bounds["replace commit whose replaced files exist"] == replace.requested_time
     assert archive(table, ArchivalPolicy()) == []
     # The cleaner deletes the replaced file groups: now it goes, down to 20 commits.
@@ -445,7 +445,7 @@ def test_crash_before_deleting_active_files(
 ) -> None:
     path = built(tmp_path, version)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     before = _snapshot(path, [completed[20].requested_time])
     ours = read(table)
 
@@ -457,7 +457,7 @@ def test_crash_before_deleting_active_files(
         archive(table, ArchivalPolicy())
     monkeypatch.undo()
     # Archived and still active: every reader sees each instant once.
-    assert len(load_timeline(table).completed_writes()) == COMMITS
+    assert len(table.reload().completed_writes()) == COMMITS
     assert _times(load_archived_instants(ST, path, table.config, completed_only=True)) == _times(completed[:15])
     merged = instants_with_archived(table)
     assert _times(merged) == _times(completed)
@@ -466,7 +466,7 @@ def test_crash_before_deleting_active_files(
     assert_same_rows(read(HudiTable.open(ST, path)), ours, "our reader after a crash")
     # The next run only deletes the active files: nothing is written twice.
     assert _times(archive(table, ArchivalPolicy())) == _times(completed[:15])
-    assert _times(load_timeline(table).completed_writes().instants) == _times(completed[15:])
+    assert _times(table.reload().completed_writes().instants) == _times(completed[15:])
     assert _times(load_archived_instants(ST, path, table.config, completed_only=True)) == _times(completed[:15])
     folder = join(path, table.config.history_folder)
     if version == 6:
@@ -484,7 +484,7 @@ def test_crash_while_deleting_active_files(
 ) -> None:
     path = built(tmp_path, version)
     table = HudiTable.open(ST, path)
-    completed = list(load_timeline(table).completed_writes())
+    completed = list(table.reload().completed_writes())
     before = _snapshot(path, [completed[16].requested_time])
     real_delete = Storage.delete
     calls = {"n": 0}
@@ -500,7 +500,7 @@ def test_crash_while_deleting_active_files(
     with pytest.raises(TableServiceError, match="storage went away"):
         archive(table, ArchivalPolicy())
     monkeypatch.undo()
-    active = load_timeline(table).completed_writes()
+    active = table.reload().completed_writes()
     assert _times(active.instants) == _times(completed[8:])
     assert _times(instants_with_archived(table)) == _times(completed)
     _assert_reads(path, before, "after a crash while deleting")
@@ -510,7 +510,7 @@ def test_crash_while_deleting_active_files(
     client = WriteClient(ST, path, options=WriteOptions(max_file_records=20))
     for step in Workload(20, 4, 0.3, 0.0, partitions=2, seed=11).steps():
         client.apply(step)
-    now = list(load_timeline(table).completed_writes())
+    now = list(table.reload().completed_writes())
     before = _snapshot(path, [completed[16].requested_time, now[-1].requested_time])
     got = archive(table, ArchivalPolicy())
     assert _times(got) == _times(now[:11]) == _times(completed[8:19])

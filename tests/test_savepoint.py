@@ -26,7 +26,6 @@ from tableservice.hudi.savepoint import (
     delete_savepoint,
     earliest_commit_retained_by_cleaner,
     list_savepoints,
-    load_timeline,
     savepoint_instants,
     savepointed_files,
 )
@@ -51,7 +50,7 @@ def _table(tmp_path: Path, version: int, table_type: TableType = TableType.MERGE
 
 def _clean(table: HudiTable, ectr: str, *, complete: bool = True) -> None:
     """A clean instant (deleting nothing) that retained commits from `ectr`."""
-    tl = load_timeline(table)
+    tl = table.reload()
     t = table.active.new_instant_time(tl)
     v = table.config.version
     plan = HoodieCleanerPlan(
@@ -117,7 +116,7 @@ def test_savepoint_round_trip(version: int, table_type: TableType, tmp_path: Pat
     md = decode_savepoint_metadata(ST.read_bytes(completed_path), path=completed_path)
     assert {p: m.partition_path for p, m in md.partition_metadata.items()} == {p: p for p in sp.files()}
     # The commit and its savepoint share the requested time; both stay on the timeline and nothing reads differently.
-    assert [i.action for i in load_timeline(table) if i.requested_time == t] == [commits[2].action, Action.SAVEPOINT]
+    assert [i.action for i in table.reload() if i.requested_time == t] == [commits[2].action, Action.SAVEPOINT]
     assert_same_rows(hudi_read(path), snapshot, "hudi-rs with a savepoint")
     assert_same_rows(hudi_read(path, as_of=t), as_of, "hudi-rs as of the savepoint")
     assert_same_rows(read(HudiTable.open(ST, path)), ours, "our reader with a savepoint")
@@ -150,7 +149,7 @@ def test_savepoint_refusals_name_the_instant(version: int, tmp_path: Path) -> No
 
     # A clean retained commits from commits[3]: commits[1] may already have lost files.
     _clean(table, commits[3].requested_time)
-    assert earliest_commit_retained_by_cleaner(table, load_timeline(table)) == commits[3].requested_time
+    assert earliest_commit_retained_by_cleaner(table, table.reload()) == commits[3].requested_time
     with pytest.raises(SavepointError, match=f"{commits[1].requested_time} as it is beyond the lookup window"):
         create_savepoint(table, commits[1].requested_time)
     create_savepoint(table, commits[3].requested_time)

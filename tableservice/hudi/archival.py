@@ -36,7 +36,6 @@ from tableservice.hudi.archive import (
 )
 from tableservice.hudi.archive_v1 import archive_log_files, read_archive_log
 from tableservice.hudi.instant import WRITE_ACTIONS, Action, Instant, State
-from tableservice.hudi.savepoint import load_timeline
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
 from tableservice.hudi.write.markers import delete_markers
@@ -75,7 +74,7 @@ def archive(table: HudiTable, policy: ArchivalSelection, *, lock: LockFactory | 
     if table.config.has_metadata_table:
         raise UnsupportedTableError("archival of tables with a metadata table is not supported", table=table.name)
     with (lock if lock is not None else _no_lock)():
-        timeline = load_timeline(table)
+        timeline = table.reload()
         instants = sorted(policy.instants_to_archive(table, timeline), key=lambda i: (i.requested_time, i.sort_key))
         if not instants:
             return []
@@ -142,7 +141,7 @@ def instants_with_archived(
 ) -> list[Instant]:
     """Completed archived instants and the active timeline's instants in [start, end], each requested time once:
     an instant a crashed archival left both archived and active is taken from the active timeline."""
-    active = timeline if timeline is not None else load_timeline(table)
+    active = timeline if timeline is not None else table.reload()
     out: dict[tuple[str, bool], Instant] = {}
     for a in table.archived_instants(start=start, end=end, completed_only=True):
         out[(a.requested_time, a.action is Action.SAVEPOINT)] = a.to_instant()

@@ -125,6 +125,11 @@ class ViewInputs:
     # File groups in pending clustering plans → instant.
     pending_clustering: Mapping[FileGroupId, str] = field(default_factory=dict)
 
+    def under_pending_services(self) -> set[FileGroupId]:
+        """File groups no new compaction or clustering plan may take: under pending compaction, log compaction or
+        clustering."""
+        return set(self.pending_compaction) | set(self.pending_log_compaction) | set(self.pending_clustering)
+
 
 def partitions_from_listing(base_path: str, files: Iterable[FileInfo]) -> dict[str, list[FileInfo]]:
     """Group a recursive listing of the table by partition (folders holding partition metadata).

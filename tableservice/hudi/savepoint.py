@@ -58,7 +58,6 @@ __all__ = [
     "delete_savepoint",
     "earliest_commit_retained_by_cleaner",
     "list_savepoints",
-    "load_timeline",
     "savepoint_instants",
     "savepointed_files",
 ]
@@ -112,11 +111,6 @@ def _no_lock() -> AbstractContextManager[object]:
 def savepoint_instants(table: HudiTable) -> list[Instant]:
     """Savepoint instants (inflight or completed), from a fresh load of the timeline (one listing)."""
     return [i for i in table.reload() if i.action is Action.SAVEPOINT]
-
-
-def load_timeline(table: HudiTable) -> Timeline:
-    """The active timeline, freshly loaded (savepoints beside the commits they protect)."""
-    return table.reload()
 
 
 def earliest_commit_retained_by_cleaner(table: HudiTable, timeline: Timeline) -> str | None:
@@ -212,7 +206,7 @@ def create_savepoint(
 ) -> SavepointInfo:
     """Savepoint the completed commit `instant_time`; SavepointError (naming the instant) when Hudi would refuse."""
     with (lock if lock is not None else _no_lock)():
-        timeline = load_timeline(table)
+        timeline = table.reload()
         _check_savepointable(table, timeline, instant_time)
         files = _latest_files(table, timeline, instant_time)
         metadata = HoodieSavepointMetadata(

@@ -63,13 +63,13 @@ from tableservice.hudi.instant import (
 from tableservice.hudi.models import decode_clean_metadata, decode_cleaner_plan
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
+from tableservice.planning.clean import SAVEPOINTED_TIMESTAMPS
 from tableservice.planning.clean_policy import CleanerPolicyName, CleanPolicy
 from tableservice.planning.keyed_policy import HudiKeyedPolicy
 from tableservice.planning.policy import CompactionPolicy, CompactionTriggerStrategy
 from tableservice.storage import FileInfo
 
 _OWN_PREFIXES = ("hoodie.keep.", "hoodie.archive.", "hoodie.commits.archival.", "hoodie.timeline.compaction.")
-SAVEPOINTED_TIMESTAMPS = "savepointed_timestamps"
 """Key of the cleaner plan's extraMetadata listing the savepoints the clean kept files for (CleanerUtils)."""
 
 

@@ -32,7 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tableservice.hudi.fsview import FileGroupId, FileSlice, FileSystemView
+from tableservice.hudi.fsview import FileSlice, FileSystemView
 from tableservice.hudi.models import HoodieClusteringGroup, HoodieSliceInfo
 from tableservice.planning.clustering_policy import MB, ClusteringPolicy
 
@@ -43,19 +43,13 @@ TOTAL_IO_WRITE_MB = "TOTAL_IO_WRITE_MB"
 TOTAL_IO_MB = "TOTAL_IO_MB"
 
 
-def excluded_file_groups(view: FileSystemView) -> set[FileGroupId]:
-    """File groups no clustering may take: under pending compaction, log compaction or clustering."""
-    inputs = view.inputs
-    return set(inputs.pending_compaction) | set(inputs.pending_log_compaction) | set(inputs.pending_clustering)
-
-
 def slice_size(slice_: FileSlice, policy: ClusteringPolicy) -> int:
     """The size Hudi's planner counts for a slice (base file only)."""
     return slice_.base_file.size if slice_.base_file is not None else policy.parquet_max_file_size
 
 
 def eligible_slices(view: FileSystemView, partition: str, policy: ClusteringPolicy) -> list[FileSlice]:
-    excluded = excluded_file_groups(view)
+    excluded = view.inputs.under_pending_services()
     out = []
     for s in view.latest_slices(partition):
         if s.file_group_id in excluded or s.is_empty:

@@ -26,18 +26,12 @@ from tableservice.planning.clustering_policy import ClusteringPolicy
 _COUNTED = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT})
 
 
-def _is_clustering(table: HudiTable, instant: Instant) -> bool:
-    if instant.action is Action.CLUSTERING:
-        return True
-    return instant.action is Action.REPLACE_COMMIT and table.is_clustering(instant)
-
-
 def last_clustering_instant(table: HudiTable, timeline: Timeline, *, completed_only: bool = False) -> Instant | None:
     """The newest clustering instant (pending ones too unless `completed_only`)."""
     for instant in reversed(timeline.instants):
         if completed_only and not instant.is_completed:
             continue
-        if _is_clustering(table, instant):
+        if table.is_clustering(instant):
             return instant
     return None
 

@@ -42,7 +42,6 @@ from tableservice.planning.compaction_trigger import (
     DueDecision,
     compactable_log_bytes,
     compaction_due,
-    excluded_file_groups,
 )
 from tableservice.planning.compaction_validate import ResolvedOperation, validate_compaction_plan
 from tableservice.planning.policy import CompactionPolicy
@@ -94,7 +93,7 @@ def _completed_before(view: FileSystemView, instant_time: str, log: LogFile) -> 
 def _candidates(
     view: FileSystemView, partitions: list[str], instant_time: str, policy: CompactionPolicy, table_version: int
 ) -> list[HoodieCompactionOperation]:
-    excluded = excluded_file_groups(view)
+    excluded = view.inputs.under_pending_services()
     ops: list[HoodieCompactionOperation] = []
     for partition in partitions:
         for slice_ in view.latest_slices(partition):

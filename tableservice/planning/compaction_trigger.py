@@ -84,15 +84,9 @@ class DueDecision:
     log_bytes: int  # 0 when not measured
 
 
-def excluded_file_groups(view: FileSystemView) -> set[tuple[str, str]]:
-    """File groups no compaction plan may take: under pending compaction, log compaction or clustering."""
-    inputs = view.inputs
-    return set(inputs.pending_compaction) | set(inputs.pending_log_compaction) | set(inputs.pending_clustering)
-
-
 def compactable_log_bytes(view: FileSystemView) -> int:
     """Bytes of log files in the latest slices a compaction plan could take."""
-    excluded = excluded_file_groups(view)
+    excluded = view.inputs.under_pending_services()
     return sum(s.log_size for s in view.latest_slices() if s.file_group_id not in excluded)
 
 
