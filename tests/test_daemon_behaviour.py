@@ -182,3 +182,42 @@ def test_a_time_trigger_not_yet_due_is_asked_again_on_later_polls(tmp_path: Path
     second = worker.run_pass()
     pending = HudiTable.open(Storage(), path).timeline().pending().instants
     assert second.scheduled == [i.requested_time for i in pending if i.action is Action.COMPACTION] != []
+
+
+def test_archival_held_back_by_a_savepoint_is_not_retried_every_poll(tmp_path: Path) -> None:
+    """More completed commits than `hoodie.keep.max.commits`, but a savepoint on the first one holds archival
+    back: one pass finds nothing to archive, and the table is not due for archival again (no table lock taken on
+    every poll) until the timeline changes; deleting the savepoint (a change) makes it due and archival runs."""
+    from tableservice.executors.spark import SparkExecutor, SparkSettings
+    from tableservice.hudi.savepoint import create_savepoint, delete_savepoint
+    from tableservice.locks import InProcessLockProvider
+    from tableservice.planning.archival import ArchivalPolicy
+    from tableservice.planning.policy import CompactionPolicy
+    from tableservice.service.table_worker import TableSettings, TableWorker
+
+    path = mor_table(tmp_path / "t", records=60, commits=7)
+    table = HudiTable.open(Storage(), path)
+    first = table.timeline().completed_writes().instants[0].requested_time
+    create_savepoint(table, first)
+    settings = TableSettings(
+        uri=path,
+        name="t",
+        compaction_schedule=False,
+        compaction_execute=False,
+        compaction_policy=CompactionPolicy(),
+        clean_schedule=False,
+        archival_policy=ArchivalPolicy(min_commits=2, max_commits=3, cleaner_commits_retained=1),
+    )
+    worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
+    worker.poll()
+    assert worker.archival_due()
+    held = worker.run_pass()
+    assert held.archived == [] and held.failed == []
+    assert not worker.archival_due()
+    assert delete_savepoint(HudiTable.open(Storage(), path), first)
+    worker.poll()
+    assert worker.archival_due()
+    freed = worker.run_pass()
+    remaining = [i.requested_time for i in HudiTable.open(Storage(), path).timeline().completed_writes()]
+    assert freed.archived and not set(freed.archived) & set(remaining)
+    assert first in freed.archived

@@ -238,21 +238,23 @@ class TableWorker:
         self.poll()
         return result
 
-    def _latest_write(self) -> str:
-        writes = self._open().timeline().completed_writes().instants
-        return writes[-1].requested_time if writes else ""
+    def _timeline_mark(self) -> str:
+        """A mark of the completed timeline that moves with any change to it: a new write, or a clean, rollback or
+        removed savepoint that frees a bound."""
+        done = self._open().timeline().completed().instants
+        return f"{len(done)}:{done[-1].requested_time}.{done[-1].action.value}" if done else ""
 
     def _planned(self, service: str, scheduled: Instant | None) -> None:
-        """After a due trigger: remember that planning found nothing to do at the current latest write, so that an
+        """After a due trigger: remember that planning found nothing to do on the timeline as it is now, so that an
         idle table is not planned again (a listing) on every poll while its trigger stays due. Only a due trigger
         may record this: a trigger that is not due yet (elapsed time) must be asked again on the next poll."""
         if scheduled is None:
-            self._nothing_at[service] = self._latest_write()
+            self._nothing_at[service] = self._timeline_mark()
         else:
             self._nothing_at.pop(service, None)
 
     def _worth_planning(self, service: str) -> bool:
-        return self._nothing_at.get(service) != self._latest_write()
+        return self._nothing_at.get(service) != self._timeline_mark()
 
     def has_pending_clean(self) -> bool:
         return any(i.action is Action.CLEAN for i in self._open().timeline().pending())
@@ -269,7 +271,10 @@ class TableWorker:
         table = self._open()
         if not s.archival_enabled or table.config.has_metadata_table:
             return False
-        return len(table.timeline().completed_writes()) > s.archival_policy.max_commits
+        return (
+            self._worth_planning("archival")
+            and len(table.timeline().completed_writes()) > s.archival_policy.max_commits
+        )
 
     def _guarded(self, action: str, instant: str, result: PassResult, fn: Callable[[], T]) -> T | None:
         """Run one action: a typed failure is recorded (result, metrics, log) and the pass goes on."""
@@ -324,6 +329,8 @@ class TableWorker:
         s = self.settings
         if not s.archival_enabled or len(ctx.table.reload().completed_writes()) <= s.archival_policy.max_commits:
             return
+        if not self._worth_planning("archival"):
+            return
         lease = self.locks.lease(ctx.table.name, ctx.table.base_path, "archival")
         try:
             handle = lease.acquire(0.0)
@@ -337,6 +344,9 @@ class TableWorker:
             lease.release(handle)
         if isinstance(archived, list):
             result.archived.extend(i.requested_time for i in archived)
+            # Archival's bounds (savepoints, pending instants, the cleaner) can leave nothing to move: do not take
+            # the table lock for it again on every poll until the timeline changes.
+            self._planned("archival", archived[-1] if archived else None)
 
     def _compaction_pass(
         self,
