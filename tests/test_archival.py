@@ -283,14 +283,18 @@ def test_repeated_archival_compacts_the_lsm_history(tmp_path: Path, built: Calla
     policy = ArchivalPolicy(
         min_commits=3, max_commits=4, timeline_compaction_batch_size=2, cleaner_commits_retained=1, max_delta_commits=1
     )
+    active_before = list(table.reload().instants)
     first = archive(table, policy)
     assert len(first) == 9
+    assert _times(first) == _times(active_before[:9]), "the oldest instants went first"
     client = WriteClient(ST, path, options=WriteOptions(max_file_records=20))
     for step in Workload(20, 3, 0.3, 0.0, partitions=2, seed=11).steps():
         client.apply(step)
     expected = hudi_read(path)
+    active_before = list(table.reload().instants)
     second = archive(table, policy)
     assert len(second) == 3
+    assert _times(second) == _times(active_before[:3]), "the oldest active instants went next"
     _, manifest = latest_manifest(ST, join(path, table.config.history_folder))
     parsed = [parse_lsm_file_name(n) for n in manifest.file_names]
     assert parsed == [(first[0].requested_time, second[-1].requested_time, 1)]
@@ -458,6 +462,7 @@ def test_crash_before_deleting_active_files(
     monkeypatch.undo()
     # Archived and still active: every reader sees each instant once.
     assert len(table.reload().completed_writes()) == COMMITS
+    assert _times(table.reload().completed_writes().instants) == _times(completed)
     assert _times(load_archived_instants(ST, path, table.config, completed_only=True)) == _times(completed[:15])
     merged = instants_with_archived(table)
     assert _times(merged) == _times(completed)
