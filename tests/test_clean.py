@@ -169,6 +169,7 @@ def test_clean_deletes_what_the_rules_say_and_readers_see_the_same_data(
     assert md.last_completed_commit_timestamp == book.completed[-1]
     assert md.start_clean_time == instant.requested_time and md.version == 2
     files = plan.file_paths_to_be_deleted_per_partition or {}
+    assert set(md.partition_metadata) == set(files)
     for p, pm in md.partition_metadata.items():
         names = {posixpath.basename(fi.file_path or "") for fi in files[p]}
         assert set(pm.success_delete_files) == set(pm.delete_path_patterns) == names
@@ -261,16 +262,19 @@ def test_slices_under_pending_compaction_are_kept(tmp_path: Path, version: int) 
             for infos in (plan.file_paths_to_be_deleted_per_partition or {}).values()
             for fi in infos
         }
+        assert needed.operations
         for op in needed.operations or ():
             assert not ({op.data_file_path, *(op.delta_file_paths or ())} & named)
     # The clean leaves everything the pending compaction reads: completing it gives the same data as on a copy
     # that was not cleaned.
     untouched = str(tmp_path / "untouched")
     shutil.copytree(path, untouched)
+    files_before = data_files(path)
     instant = schedule_clean(table, CleanPlanner(CleanPolicy.from_mapping(POLICIES["versions"])), force=True)
     assert instant is not None
     md = execute_clean(table, instant)
     assert md.total_files_deleted == len(expected_files(book, None, 1))
+    assert files_before - data_files(path) == expected_files(book, None, 1)
     complete_compaction(path, pending)
     complete_compaction(untouched, pending)
     assert hudi_read(path).equals(hudi_read(untouched))

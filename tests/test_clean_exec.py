@@ -84,6 +84,7 @@ def test_crash_during_execution_then_rerun_gives_the_same_result(
         execute_clean(table, instant, parallelism=1)
     monkeypatch.undo()
     assert len(files_before - data_files(path)) == 3
+    assert files_before - data_files(path) <= expected, "the crash came after deletes of planned files only"
     state = HudiTable.open(Storage(), path).reload().get(instant.requested_time)
     assert state is not None and state.state is State.INFLIGHT
     inflight = Path(table.active.path_of(state)).read_bytes()
@@ -96,6 +97,11 @@ def test_crash_during_execution_then_rerun_gives_the_same_result(
     ref = execute_clean(HudiTable.open(Storage(), reference), instant)
     assert data_files(path) == data_files(reference) == files_before - expected
     assert md.total_files_deleted == ref.total_files_deleted == len(expected)
+    assert (
+        set(md.partition_metadata)
+        == set(ref.partition_metadata)
+        == set(plan.file_paths_to_be_deleted_per_partition or {})
+    )
     for p, pm in md.partition_metadata.items():
         other = ref.partition_metadata[p]
         assert set(pm.success_delete_files) == set(other.success_delete_files)
