@@ -17,6 +17,7 @@ from tableservice.hudi.table import HudiTable
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import new_metrics
 from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
 
@@ -73,9 +74,7 @@ def test_status_lists_pending_actions_and_health(tmp_path: Path, capsys: pytest.
 def test_metadata_table_is_reported_unsupported_in_metrics(tmp_path: Path) -> None:
     mdt = str(fixture_table("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path))
     metrics = new_metrics(process_metrics=False)
-    settings = TableSettings(
-        uri=mdt, name="trips", compaction_schedule=True, compaction_execute=True, compaction_policy=CompactionPolicy()
-    )
+    settings = TableSettings(uri=mdt, name="trips", compaction=ServiceSettings(CompactionPolicy()))
     worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()), metrics)
     assert worker.poll() == []
     result = worker.run_pass()

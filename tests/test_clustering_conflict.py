@@ -28,10 +28,13 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload, WorkloadStep
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import Metrics
+from tableservice.planning.archival import ArchivalPolicy
+from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.clustering_policy import ClusteringPolicy
 from tableservice.planning.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.clustering import execute_clustering, pending_clustering, schedule_clustering
+from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
 
@@ -113,12 +116,10 @@ def _worker(path: str, locks: InProcessLockProvider, executor: Any, metrics: Met
     settings = TableSettings(
         uri=path,
         name="t",
-        compaction_schedule=False,
-        compaction_execute=False,
-        compaction_policy=CompactionPolicy(),
-        clustering_policy=POLICY,
-        clean_schedule=False,
-        archival_enabled=False,
+        compaction=ServiceSettings(CompactionPolicy(), schedule=False, execute=False),
+        clustering=ServiceSettings(POLICY, schedule=False),
+        clean=ServiceSettings(CleanPolicy(), schedule=False),
+        archival=ServiceSettings(ArchivalPolicy(), schedule=False, execute=False),
     )
     return TableWorker(settings, Storage(), locks, executor, metrics)
 

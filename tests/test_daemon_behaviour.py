@@ -19,7 +19,10 @@ from tableservice.hudi.models import (
     encode_compaction_plan,
 )
 from tableservice.hudi.table import HudiTable
+from tableservice.planning.archival import ArchivalPolicy
+from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.service.daemon import Daemon
+from tableservice.service.protocol import ServiceSettings
 from tableservice.storage import Storage
 
 
@@ -164,21 +167,19 @@ def test_a_time_trigger_not_yet_due_is_asked_again_on_later_polls(tmp_path: Path
     settings = TableSettings(
         uri=path,
         name="t",
-        compaction_schedule=True,
-        compaction_execute=False,
-        compaction_policy=policy,
-        clean_schedule=False,
-        archival_enabled=False,
+        compaction=ServiceSettings(policy, execute=False),
+        clean=ServiceSettings(CleanPolicy(), schedule=False),
+        archival=ServiceSettings(ArchivalPolicy(), schedule=False, execute=False),
     )
     worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
     first = worker.run_pass()
     assert first.scheduled == [] and first.failed == []
-    assert not worker.compaction_due()
+    assert not worker.due("compaction")
     deadline = time.monotonic() + 30
-    while not worker.compaction_due() and time.monotonic() < deadline:
+    while not worker.due("compaction") and time.monotonic() < deadline:
         worker.poll()
         time.sleep(0.5)
-    assert worker.compaction_due(), "the time trigger came due without a new write"
+    assert worker.due("compaction"), "the time trigger came due without a new write"
     second = worker.run_pass()
     pending = HudiTable.open(Storage(), path).timeline().pending().instants
     assert second.scheduled == [i.requested_time for i in pending if i.action is Action.COMPACTION] != []
@@ -202,21 +203,19 @@ def test_archival_held_back_by_a_savepoint_is_not_retried_every_poll(tmp_path: P
     settings = TableSettings(
         uri=path,
         name="t",
-        compaction_schedule=False,
-        compaction_execute=False,
-        compaction_policy=CompactionPolicy(),
-        clean_schedule=False,
-        archival_policy=ArchivalPolicy(min_commits=2, max_commits=3, cleaner_commits_retained=1),
+        compaction=ServiceSettings(CompactionPolicy(), schedule=False, execute=False),
+        clean=ServiceSettings(CleanPolicy(), schedule=False),
+        archival=ServiceSettings(ArchivalPolicy(min_commits=2, max_commits=3, cleaner_commits_retained=1)),
     )
     worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
     worker.poll()
-    assert worker.archival_due()
+    assert worker.due("archival")
     held = worker.run_pass()
     assert held.archived == [] and held.failed == []
-    assert not worker.archival_due()
+    assert not worker.due("archival")
     assert delete_savepoint(HudiTable.open(Storage(), path), first)
     worker.poll()
-    assert worker.archival_due()
+    assert worker.due("archival")
     freed = worker.run_pass()
     remaining = [i.requested_time for i in HudiTable.open(Storage(), path).timeline().completed_writes()]
     assert freed.archived and not set(freed.archived) & set(remaining)

@@ -3,6 +3,7 @@ its files are gone and the snapshot equals the one before that write. Live write
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -21,7 +22,11 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.markers import heartbeat_path
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
+from tableservice.planning.archival import ArchivalPolicy
+from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.protocol import ServiceSettings
+from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
 
@@ -51,12 +56,8 @@ def _worker(path: str, policy: FailedWritesPolicy) -> TableWorker:
     settings = TableSettings(
         uri=path,
         name="t",
-        compaction_schedule=False,
-        compaction_execute=False,
-        compaction_policy=CompactionPolicy(),
-        failed_writes=policy,
-        heartbeat_interval_ms=200,
-        heartbeat_tolerable_misses=2,
+        compaction=ServiceSettings(CompactionPolicy(), schedule=False, execute=False),
+        failed_writes=ServiceSettings(FailedWritesSettings(policy, 200, 2), schedule=False),
     )
     return TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
 
@@ -75,7 +76,7 @@ def test_expired_writer_is_rolled_back_by_a_pass(tmp_path: Path, monkeypatch: py
     time.sleep(0.5)  # older than the heartbeat window (200 ms x 2)
     worker = _worker(path, FailedWritesPolicy.LAZY)
     worker.poll()
-    assert worker.has_failed_writes()
+    assert [i.requested_time for i in worker.pending("rollback")] == [failed]
     result = worker.run_pass()
     assert result.rolled_back == [failed] and not result.failed
     table = HudiTable.open(Storage(), path)
@@ -131,19 +132,21 @@ def test_v6_compaction_waits_for_an_earlier_pending_write_without_failing(
     settings = TableSettings(
         uri=path,
         name="t",
-        compaction_schedule=True,
-        compaction_execute=False,
-        compaction_policy=CompactionPolicy.from_mapping({"hoodie.compact.inline.max.delta.commits": 1}),
-        failed_writes=FailedWritesPolicy.NEVER,
-        clean_schedule=False,
-        archival_enabled=False,
+        compaction=ServiceSettings(
+            CompactionPolicy.from_mapping({"hoodie.compact.inline.max.delta.commits": 1}), execute=False
+        ),
+        failed_writes=ServiceSettings(FailedWritesSettings(FailedWritesPolicy.NEVER), schedule=False),
+        clean=ServiceSettings(CleanPolicy(), schedule=False),
+        archival=ServiceSettings(ArchivalPolicy(), schedule=False, execute=False),
     )
     worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
     result = worker.run_pass()
     assert result.failed == [] and result.scheduled == []
     timeline = HudiTable.open(Storage(), path).timeline()
     assert [i.requested_time for i in timeline.pending()] == [failed]
-    worker.settings = TableSettings(**{**settings.__dict__, "failed_writes": FailedWritesPolicy.EAGER})
+    worker.settings = dataclasses.replace(
+        settings, failed_writes=ServiceSettings(FailedWritesSettings(FailedWritesPolicy.EAGER), schedule=False)
+    )
     result = worker.run_pass()
     assert result.rolled_back == [failed] and len(result.scheduled) == 1 and result.failed == []
     timeline = HudiTable.open(Storage(), path).timeline()

@@ -15,13 +15,14 @@ from tableservice.locks import InProcessLockProvider
 from tableservice.planning.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.compaction import schedule_compaction
+from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
 
 
 def _worker(path: str, executor: Any, locks: InProcessLockProvider) -> TableWorker:
     settings = TableSettings(
-        uri=path, name="t", compaction_schedule=False, compaction_execute=True, compaction_policy=CompactionPolicy()
+        uri=path, name="t", compaction=ServiceSettings(CompactionPolicy(), schedule=False, execute=True)
     )
     return TableWorker(settings, Storage(), locks, executor)
 
@@ -88,9 +89,7 @@ def test_two_replicas_with_dynamodb_leases_run_a_compaction_once(
     settings_ = TableSettings(
         uri=path,
         name="t",
-        compaction_schedule=False,
-        compaction_execute=True,
-        compaction_policy=CompactionPolicy(),
+        compaction=ServiceSettings(CompactionPolicy(), schedule=False, execute=True),
         lock_timeout_s=6,
     )
     replicas = [

@@ -20,10 +20,8 @@ them again when the newest archive files already hold them; it only deletes thei
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from typing import Protocol
 
 from tableservice.errors import UnsupportedTableError
@@ -35,6 +33,7 @@ from tableservice.hudi.archive import (
     read_archive_sources,
 )
 from tableservice.hudi.archive_v1 import archive_log_files, read_archive_log
+from tableservice.hudi.commit import Change, ChangeKind, Held, LockFactory, commit
 from tableservice.hudi.instant import WRITE_ACTIONS, Action, Instant, State
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
@@ -42,7 +41,6 @@ from tableservice.hudi.write.markers import delete_markers
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
-LockFactory = Callable[[], AbstractContextManager[object]]
 
 __all__ = [
     "ArchivalSelection",
@@ -65,16 +63,14 @@ class ArchivalSelection(Protocol):
     def instants_to_archive(self, table: HudiTable, timeline: Timeline) -> list[Instant]: ...
 
 
-def _no_lock() -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
-
-
-def archive(table: HudiTable, policy: ArchivalSelection, *, lock: LockFactory | None = None) -> list[Instant]:
+def archive(
+    table: HudiTable, policy: ArchivalSelection, *, lock: LockFactory | None = None, lease: Held | None = None
+) -> list[Instant]:
     """Archive what `policy` selects on the reloaded timeline; returns the archived instants, oldest first."""
     if table.config.has_metadata_table:
         raise UnsupportedTableError("archival of tables with a metadata table is not supported", table=table.name)
-    with (lock if lock is not None else _no_lock)():
-        timeline = table.reload()
+
+    def write(timeline: Timeline, _: Change) -> list[Instant]:
         instants = sorted(policy.instants_to_archive(table, timeline), key=lambda i: (i.requested_time, i.sort_key))
         if not instants:
             return []
@@ -94,6 +90,11 @@ def archive(table: HudiTable, policy: ArchivalSelection, *, lock: LockFactory | 
         delete_active_files(table, instants)
         if table.config.layout_version >= 2:
             compact_lsm(table.storage, table.base_path, table.config, batch_size=policy.timeline_compaction_batch_size)
+        return instants
+
+    instants = commit(table, Change(ChangeKind.ARCHIVE), write, lock=lock, lease=lease)
+    if not instants:
+        return []
     table.reload()
     log.info(
         "archived %d instants (%s .. %s)",

@@ -23,17 +23,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import posixpath
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
 from tableservice.errors import InvalidPlanError, InvalidTimelineError, TableServiceError
+from tableservice.hudi.commit import Held, LockFactory, complete, no_lock
 from tableservice.hudi.filenames import (
     PARTITION_METADATA_FILE,
     check_relative_path,
@@ -57,7 +55,6 @@ from tableservice.hudi.timeline import Timeline
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
-LockFactory = Callable[[], AbstractContextManager[object]]
 METADATA_VERSION = 2
 
 
@@ -67,10 +64,6 @@ class CleanPlanning(Protocol):
     def due(self, table: HudiTable) -> tuple[bool, str]: ...
 
     def plan(self, table: HudiTable, instant_time: str, timeline: Timeline) -> HoodieCleanerPlan | None: ...
-
-
-def _no_lock() -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
 
 
 # --- scheduling ------------------------------------------------------------------------------------
@@ -85,7 +78,7 @@ def schedule_clean(
     force: bool = False,
 ) -> Instant | None:
     """Write `<t>.clean.requested` when a clean is due (or `force`) and the plan deletes something; else None."""
-    lock_factory = lock if lock is not None else _no_lock
+    lock_factory = lock if lock is not None else no_lock
     table.reload()
     if not force:
         due, reason = policy.due(table)
@@ -279,10 +272,14 @@ def _metadata(
 
 
 def execute_clean(
-    table: HudiTable, instant: Instant, *, lock: LockFactory | None = None, parallelism: int = 8
+    table: HudiTable,
+    instant: Instant,
+    *,
+    lock: LockFactory | None = None,
+    lease: Held | None = None,
+    parallelism: int = 8,
 ) -> HoodieCleanMetadata:
     """Run a pending clean (requested or inflight) to completion and return its metadata."""
-    lock_factory = lock if lock is not None else _no_lock
     started = time.monotonic()
     current = table.reload().get(instant.requested_time, Action.CLEAN)
     if current is None:
@@ -305,11 +302,13 @@ def execute_clean(
     gone = {t.location for t, ok in results if ok}
     deleted_partitions = {p for p in resolved.partitions_to_delete if _delete_partition(table, p, gone)}
     metadata = _metadata(current, resolved, results, deleted_partitions, started)
-    with lock_factory():
-        latest = table.reload()
-        table.active.transition_to_completed(
-            current, encode_clean_metadata(metadata, table_version=table.config.version), timeline=latest
-        )
+    complete(
+        table,
+        current,
+        lambda _: encode_clean_metadata(metadata, table_version=table.config.version),
+        lock=lock,
+        lease=lease,
+    )
     failed = sum(len(m.failed_delete_files) for m in metadata.partition_metadata.values())
     log.info(
         "completed clean: %d files deleted, %d failed, %d partitions deleted",

@@ -18,13 +18,11 @@ crashes half-way is resumed by `resume_pending_rollbacks`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 
 from tableservice.errors import InvalidPlanError, TableServiceError
+from tableservice.hudi.commit import Held, LockFactory, complete, no_lock
 from tableservice.hudi.filenames import LogFileName, parse_base_file_name, parse_log_file_name
 from tableservice.hudi.fsview import partition_location
 from tableservice.hudi.instant import Action, Instant, State
@@ -52,13 +50,8 @@ from tableservice.hudi.write.markers import MarkerType, delete_markers, list_mar
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
-LockFactory = Callable[[], AbstractContextManager[object]]
 ROLLBACK_WRITE_TOKEN = "1-0-1"
 TABLE_SERVICE_ACTIONS = frozenset({Action.COMPACTION, Action.LOG_COMPACTION, Action.CLUSTERING})
-
-
-def _no_lock() -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
 
 
 def _is_table_service(table: HudiTable, instant: Instant) -> bool:
@@ -137,9 +130,11 @@ def _has_blocks_of(table: HudiTable, location: str, instant_time: str) -> bool:
     return False
 
 
-def rollback(table: HudiTable, target: Instant, *, lock: LockFactory | None = None) -> Instant:
+def rollback(
+    table: HudiTable, target: Instant, *, lock: LockFactory | None = None, lease: Held | None = None
+) -> Instant:
     """Roll back a pending instant; returns the completed rollback instant."""
-    lock_factory = lock if lock is not None else _no_lock
+    lock_factory = lock if lock is not None else no_lock
     if target.is_completed:
         raise InvalidPlanError(
             f"{target} is completed; restoring completed instants is not supported", table=table.name
@@ -152,30 +147,38 @@ def rollback(table: HudiTable, target: Instant, *, lock: LockFactory | None = No
             rollback_time, Action.ROLLBACK, encode_rollback_plan(plan, table_version=table.config.version)
         )
     inflight = table.active.transition_to_inflight(requested)
-    return _execute(table, inflight, plan, target, lock_factory)
+    return _execute(table, inflight, plan, target, lock_factory, lease)
+
+
+def resume_rollback(
+    table: HudiTable, instant: Instant, *, lock: LockFactory | None = None, lease: Held | None = None
+) -> Instant:
+    """Finish a rollback a crashed process left requested or inflight; returns the completed rollback instant."""
+    path = table.active.path_of(instant.with_state(State.REQUESTED))
+    plan = decode_rollback_plan(table.storage.read_bytes(path), path=path)
+    if plan.instant_to_rollback is None:
+        raise InvalidPlanError("rollback plan names no instant", table=table.name, path=path)
+    info = plan.instant_to_rollback
+    target = table.timeline().get(info.commit_time)
+    if target is None:
+        target = Instant(info.commit_time, Action(info.action), State.INFLIGHT)
+    if instant.is_requested:
+        instant = table.active.transition_to_inflight(instant)
+    return _execute(table, instant, plan, target, lock if lock is not None else no_lock, lease)
 
 
 def resume_pending_rollbacks(table: HudiTable, *, lock: LockFactory | None = None) -> list[Instant]:
-    """Finish rollbacks a crashed process left requested or inflight."""
-    lock_factory = lock if lock is not None else _no_lock
-    done = []
-    for instant in table.reload().pending_of(Action.ROLLBACK):
-        path = table.active.path_of(instant.with_state(State.REQUESTED))
-        plan = decode_rollback_plan(table.storage.read_bytes(path), path=path)
-        if plan.instant_to_rollback is None:
-            raise InvalidPlanError("rollback plan names no instant", table=table.name, path=path)
-        info = plan.instant_to_rollback
-        target = table.timeline().get(info.commit_time)
-        if target is None:
-            target = Instant(info.commit_time, Action(info.action), State.INFLIGHT)
-        if instant.is_requested:
-            instant = table.active.transition_to_inflight(instant)
-        done.append(_execute(table, instant, plan, target, lock_factory))
-    return done
+    """Finish every rollback a crashed process left requested or inflight."""
+    return [resume_rollback(table, instant, lock=lock) for instant in table.reload().pending_of(Action.ROLLBACK)]
 
 
 def _execute(
-    table: HudiTable, inflight: Instant, plan: HoodieRollbackPlan, target: Instant, lock_factory: LockFactory
+    table: HudiTable,
+    inflight: Instant,
+    plan: HoodieRollbackPlan,
+    target: Instant,
+    lock_factory: LockFactory,
+    lease: Held | None = None,
 ) -> Instant:
     started = time.monotonic()
     storage = table.storage
@@ -233,11 +236,13 @@ def _execute(
                 table.active.revert_to_requested(current)
         else:
             table.active.delete_pending(current)
-    with lock_factory():
-        latest = table.reload()
-        done = table.active.transition_to_completed(
-            inflight, encode_rollback_metadata(metadata, table_version=table.config.version), timeline=latest
-        )
+    done, _ = complete(
+        table,
+        inflight,
+        lambda _: encode_rollback_metadata(metadata, table_version=table.config.version),
+        lock=lock_factory,
+        lease=lease,
+    )
     log.info("rolled back %s", target, extra={"table": table.name, "instant": target.requested_time})
     return done
 

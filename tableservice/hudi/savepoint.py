@@ -28,14 +28,12 @@ Every change here is made under the table lock: the checks, the listing of the s
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from tableservice.errors import PermanentError, TableServiceError
+from tableservice.hudi.commit import Change, ChangeKind, LockFactory, commit
 from tableservice.hudi.instant import WRITE_ACTIONS, Action, Instant, State
 from tableservice.hudi.models import (
     HoodieSavepointMetadata,
@@ -49,7 +47,6 @@ from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
 
 log = logging.getLogger(__name__)
-LockFactory = Callable[[], AbstractContextManager[object]]
 
 __all__ = [
     "SavepointError",
@@ -102,10 +99,6 @@ class SavepointInfo:
         if self.metadata is None:
             return {}
         return {p: tuple(m.savepoint_data_file) for p, m in sorted(self.metadata.partition_metadata.items())}
-
-
-def _no_lock() -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
 
 
 def savepoint_instants(table: HudiTable) -> list[Instant]:
@@ -205,8 +198,8 @@ def create_savepoint(
     table: HudiTable, instant_time: str, *, user: str = "", comments: str = "", lock: LockFactory | None = None
 ) -> SavepointInfo:
     """Savepoint the completed commit `instant_time`; SavepointError (naming the instant) when Hudi would refuse."""
-    with (lock if lock is not None else _no_lock)():
-        timeline = table.reload()
+
+    def write(timeline: Timeline, _: Change) -> tuple[Instant, HoodieSavepointMetadata]:
         _check_savepointable(table, timeline, instant_time)
         files = _latest_files(table, timeline, instant_time)
         metadata = HoodieSavepointMetadata(
@@ -223,6 +216,10 @@ def create_savepoint(
         done = table.active.transition_to_completed(
             inflight, encode_savepoint_metadata(metadata, table_version=table.config.version), timeline=timeline
         )
+        return done, metadata
+
+    change = Change(ChangeKind.SAVEPOINT, Instant(instant_time, Action.SAVEPOINT, State.COMPLETED))
+    done, metadata = commit(table, change, write, lock=lock)
     table.reload()
     log.info("savepoint %s created", instant_time, extra={"table": table.name, "instant": instant_time})
     return SavepointInfo(instant_time, State.COMPLETED, done.completion_time, metadata)
@@ -230,15 +227,21 @@ def create_savepoint(
 
 def delete_savepoint(table: HudiTable, instant_time: str, *, lock: LockFactory | None = None) -> bool:
     """Remove the savepoint at `instant_time` (completed file, then inflight file). False when there is none."""
-    with (lock if lock is not None else _no_lock)():
-        found = [i for i in savepoint_instants(table) if i.requested_time == instant_time]
+
+    def write(timeline: Timeline, _: Change) -> bool:
+        found = [i for i in timeline if i.action is Action.SAVEPOINT and i.requested_time == instant_time]
         if not found:
-            log.warning("no savepoint at %s", instant_time, extra={"table": table.name, "instant": instant_time})
             return False
         instant = found[0]
         if instant.is_completed:
             table.storage.delete(table.active.path_of(instant))
         table.storage.delete(table.active.path_of(Instant(instant_time, Action.SAVEPOINT, State.INFLIGHT)))
+        return True
+
+    change = Change(ChangeKind.SAVEPOINT, Instant(instant_time, Action.SAVEPOINT, State.COMPLETED))
+    if not commit(table, change, write, lock=lock):
+        log.warning("no savepoint at %s", instant_time, extra={"table": table.name, "instant": instant_time})
+        return False
     table.reload()
     log.info("savepoint %s deleted", instant_time, extra={"table": table.name, "instant": instant_time})
     return True

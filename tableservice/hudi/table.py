@@ -150,24 +150,6 @@ class HudiTable:
                 return None
             return self.active.create_requested(t, action, encode(made)), made
 
-    def writes_completed_since(
-        self, timeline: Timeline, instant: Instant, *, pending_at_start: frozenset[str] = frozenset()
-    ) -> list[Instant]:
-        """Completed writes of `timeline` (a fresh load) that completed after pending `instant` was requested.
-        With completion times (v8+) they are compared. Table version 6 has none: the writes requested later, and
-        those the caller saw pending when it requested `instant` (`pending_at_start`, as Hudi 0.x writers record)."""
-        out = []
-        for other in timeline.completed_writes():
-            if other.requested_time == instant.requested_time:
-                continue
-            if other.completion_time is not None:
-                later = other.completion_time > instant.requested_time
-            else:
-                later = other.requested_time > instant.requested_time or other.requested_time in pending_at_start
-            if later:
-                out.append(other)
-        return out
-
     def is_clustering(self, instant: Instant) -> bool:
         """Clustering is its own action from table version 8; in version 6 it is a replace commit whose
         requested metadata holds a clustering plan."""

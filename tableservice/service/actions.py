@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from tableservice.errors import InvalidPlanError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
+from tableservice.hudi.commit import ConflictCheck, WriteStats, complete
 from tableservice.hudi.compaction import start_attempt
 from tableservice.hudi.filenames import parse_base_file_name
 from tableservice.hudi.fsview import partition_location
@@ -122,14 +123,14 @@ def run_plan(
     *,
     action: str,
     partitions: set[str],
-    metadata: Callable[[list[HoodieWriteStat]], HoodieCommitMetadata],
-    check_conflicts: Callable[[Timeline, list[HoodieWriteStat]], list[HoodieWriteStat]],
+    metadata: Callable[[Sequence[HoodieWriteStat]], HoodieCommitMetadata],
+    checks: Sequence[ConflictCheck] = (),
     lease: LockHandle | None = None,
     parallelism: int | None = None,
-) -> tuple[Instant, list[HoodieWriteStat]]:
-    """Run a requested plan's tasks and complete its instant (see the module docstring); returns the completed
-    instant and the write stats committed. `check_conflicts` raises on a conflict, or returns the stats that may
-    still be committed: the files of the others are deleted before the commit."""
+) -> tuple[Instant, WriteStats]:
+    """Run a requested plan's tasks and complete its instant through the commit path (see the module docstring);
+    returns the completed instant and the write stats committed. A conflict check raises, or returns the stats that
+    may still be committed: the commit path deletes the files of the others."""
     table = ctx.table
     t = instant.requested_time
     inflight = table.active.transition_to_inflight(instant)
@@ -147,20 +148,15 @@ def run_plan(
         removed = reconcile_attempt_files(ctx, inflight, stats, partitions)
         if removed:
             log.info("removed %d files of failed task attempts", removed, extra={"table": table.name, "instant": t})
-        content = encode_commit_metadata(metadata(stats), table_version=table.config.version)
-        with ctx.locked() as handle:
-            latest = table.reload()
-            kept = check_conflicts(latest, stats)
-            handle.check()
-            if lease is not None:
-                lease.check()
-            if len(kept) != len(stats):
-                keep = {s.path for s in kept}
-                for s in stats:
-                    if s.path and s.path not in keep:
-                        table.storage.delete(join(table.base_path, s.path))
-                content = encode_commit_metadata(metadata(kept), table_version=table.config.version)
-            done = table.active.transition_to_completed(inflight, content, timeline=latest)
+        done, kept = complete(
+            table,
+            inflight,
+            lambda kept: encode_commit_metadata(metadata(kept), table_version=table.config.version),
+            write_stats=stats,
+            lock=ctx.lock_factory(),
+            checks=checks,
+            lease=lease,
+        )
         delete_markers(table.storage, table.base_path, t)
     finally:
         heartbeat.stop()

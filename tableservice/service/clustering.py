@@ -13,17 +13,15 @@ schedule a new plan over the current file slices.
 from __future__ import annotations
 
 import logging
-import posixpath
 import time
 from dataclasses import dataclass
 
 from tableservice.errors import ActionAbandonedError, ConflictError, InvalidPlanError
 from tableservice.hudi.clustering import ClusteringTask, clustering_commit_metadata
-from tableservice.hudi.filenames import parse_base_file_name
-from tableservice.hudi.fsview import partition_location
+from tableservice.hudi.commit import Change, ChangeKind, commit
+from tableservice.hudi.conflicts import check_clustering_inputs, clustering_inputs_untouched
 from tableservice.hudi.instant import Instant, State
-from tableservice.hudi.logformat import BlockType, LogBlock, iter_log_blocks
-from tableservice.hudi.models import HoodieClusteringPlan, HoodieWriteStat
+from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.rollback import rollback
 from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
 from tableservice.hudi.table import HudiTable
@@ -34,6 +32,7 @@ from tableservice.planning.clustering_policy import ClusteringPolicy, LayoutOpti
 from tableservice.planning.clustering_trigger import clustering_due
 from tableservice.planning.clustering_validate import ClusteringGroupInput, validate_clustering_plan
 from tableservice.service.actions import TableContext, check_no_metadata_table, pending_plan, run_plan
+from tableservice.service.protocol import Outcome, ServiceSettings
 
 log = logging.getLogger(__name__)
 
@@ -129,99 +128,6 @@ def _tasks(
     ]
 
 
-def _named_files(plan: HoodieClusteringPlan) -> dict[tuple[str, str], set[str]]:
-    """File names the plan reads, per input file group."""
-    named: dict[tuple[str, str], set[str]] = {}
-    for group in plan.input_groups or ():
-        for info in group.slices or ():
-            paths = ([info.data_file_path] if info.data_file_path else []) + list(info.delta_file_paths or ())
-            fg = (info.partition_path or "", info.file_id or "")
-            named.setdefault(fg, set()).update(posixpath.basename(p) for p in paths)
-    return named
-
-
-def _check_inputs_unchanged(table: HudiTable, latest: Timeline, instant: Instant, plan: HoodieClusteringPlan) -> None:
-    """Table version 6 has no completion times, so a write requested before the plan may have completed after it.
-    The plan names the files it reads: refuse when an input file group's latest slice holds a file the plan does
-    not name with data of a completed instant in it, or the group is gone (replaced)."""
-    named = _named_files(plan)
-    partitions = {p for p, _ in named}
-    listing = {p: table.storage.list(partition_location(table.base_path, p)) for p in partitions}
-    view = table.file_system_view(timeline=latest, listing=listing)
-    current = {g.id: g.latest_slice() for p in partitions for g in view.file_groups(p)}
-    for fg, names in sorted(named.items()):
-        slice_ = current.get(fg)
-        if slice_ is None:
-            raise ConflictError(
-                f"file group {fg[1]} in {fg[0]!r} was replaced after clustering {instant.requested_time} was planned",
-                table=table.name,
-            )
-        extra = sorted(
-            name
-            for f in slice_.files()
-            if (name := posixpath.basename(f)) not in names and _holds_committed_data(table, latest, f)
-        )
-        if extra:
-            raise ConflictError(
-                f"file group {fg[1]} in {fg[0]!r} has files written after clustering {instant.requested_time} was "
-                f"planned: {extra[:3]}",
-                table=table.name,
-            )
-
-
-def _holds_committed_data(table: HudiTable, latest: Timeline, location: str) -> bool:
-    """Whether a file holds data of a completed instant. A failed write leaves files behind in table version 6 (its
-    rollback only appends a command block), and they hold nothing a reader keeps."""
-    name = posixpath.basename(location)
-    base = parse_base_file_name(name)
-    if base is not None:
-        return latest.is_completed(base.instant_time)
-    return any(
-        isinstance(block, LogBlock)
-        and block.block_type is not BlockType.COMMAND
-        and latest.is_completed(block.instant_time or "")
-        for block in iter_log_blocks(table.storage, location, table=table.name)
-    )
-
-
-def _check_conflicts(
-    table: HudiTable,
-    latest: Timeline,
-    instant: Instant,
-    plan: HoodieClusteringPlan,
-    pending_at_start: frozenset[str] = frozenset(),
-) -> None:
-    """Refuse when a write that completed after the plan touched or replaced an input file group: the plan names
-    the files it reads, so that write's data would be lost. Such a plan can never complete. `pending_at_start`:
-    the writes pending when the tasks started (they read only blocks of instants completed by then)."""
-    inputs = plan.file_group_ids()
-    for other in table.writes_completed_since(latest, instant, pending_at_start=pending_at_start):
-        md = table.commit_metadata(other)
-        touched = {(s.partition_path or "", s.file_id or "") for s in md.write_stats()}
-        replaced = getattr(md, "partition_to_replace_file_ids", None) or {}
-        touched |= {(p, f) for p, fids in replaced.items() for f in fids}
-        clash = touched & inputs
-        if clash:
-            raise ConflictError(
-                f"{other} wrote file groups {sorted(clash)[:3]} under clustering {instant.requested_time}",
-                table=table.name,
-            )
-    if table.config.version < 8:
-        _check_inputs_unchanged(table, latest, instant, plan)
-
-
-def _unless_conflicting(
-    table: HudiTable,
-    latest: Timeline,
-    instant: Instant,
-    plan: HoodieClusteringPlan,
-    started: Timeline,
-    stats: list[HoodieWriteStat],
-) -> list[HoodieWriteStat]:
-    _check_conflicts(table, latest, instant, plan, frozenset(i.requested_time for i in started.pending()))
-    return stats
-
-
 def _abandon(ctx: TableContext, instant_time: str, conflict: ConflictError) -> ActionAbandonedError:
     """Remove a clustering plan that can never complete: roll back its attempt's files, then delete its instant
     (under the table lock), so the writers it blocks go on and a new plan can be scheduled. A crash half-way
@@ -232,10 +138,13 @@ def _abandon(ctx: TableContext, instant_time: str, conflict: ConflictError) -> A
     current = table.reload().get(instant_time)
     if current is not None and current.is_inflight:
         rollback(table, current, lock=ctx.lock_factory())
-    with ctx.locked():
-        current = table.reload().get(instant_time)
+
+    def remove(latest: Timeline, _: Change) -> None:
+        current = latest.get(instant_time)
         if current is not None and not current.is_completed:
             table.active.delete_pending(current)
+
+    commit(table, Change(ChangeKind.REMOVE_PENDING, current), remove, lock=ctx.lock_factory())
     log.warning(
         "clustering abandoned and its plan removed: %s",
         conflict.problem,
@@ -255,7 +164,7 @@ def execute_clustering(
     instant, timeline = pending_plan(ctx, instant_time, "clustering", table.is_clustering)
     plan = table.clustering_plan(instant)
     try:
-        _check_conflicts(table, timeline, instant, plan)
+        check_clustering_inputs(table, timeline, instant, plan)
     except ConflictError as e:
         raise _abandon(ctx, instant_time, e) from e
     plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
@@ -273,7 +182,11 @@ def execute_clustering(
             action="clustering",
             partitions={g.partition for g in groups},
             metadata=lambda stats: clustering_commit_metadata(stats, replaced_t, schema_json),
-            check_conflicts=lambda latest, stats: _unless_conflicting(table, latest, instant, plan, timeline, stats),
+            checks=[
+                clustering_inputs_untouched(
+                    table, instant, plan, pending_at_start=[i.requested_time for i in timeline.pending()]
+                )
+            ],
             lease=lease,
         )
     except ConflictError as e:
@@ -287,3 +200,36 @@ def execute_clustering(
         extra={"table": table.name, "instant": instant_time},
     )
     return ClusteringResult(done, tuple(stats), replaced_t, seconds)
+
+
+class ClusteringService:
+    """Clustering (the `TableService` protocol); v6 replace commits holding a clustering plan count as pending."""
+
+    name = "clustering"
+    plans_on_timeline = True
+
+    def __init__(self, settings: ServiceSettings[ClusteringPolicy]) -> None:
+        self.settings = settings
+
+    def applies(self, table: HudiTable) -> bool:
+        return True
+
+    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+        return pending_clustering(table, timeline)
+
+    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+        if not self.settings.policy.enabled:
+            return False
+        return clustering_due(table, timeline, self.settings.policy)[0]
+
+    def schedule(self, ctx: TableContext) -> Instant | None:
+        return schedule_clustering(ctx, self.settings.policy, force=True)
+
+    def lease_name(self, instant: Instant) -> str:
+        return f"clustering-{instant.requested_time}"
+
+    def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
+        done = execute_clustering(ctx, instant.requested_time, self.settings.policy, lease=lease)
+        return Outcome(
+            self.name, done.instant, done, bytes_written=done.bytes_written, records_written=done.records_written
+        )

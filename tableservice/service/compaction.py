@@ -15,13 +15,14 @@ from datetime import UTC, datetime
 
 from tableservice.errors import InvalidPlanError, UnsupportedTableError
 from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata
+from tableservice.hudi.conflicts import without_replaced_groups
 from tableservice.hudi.instant import Action, Instant, State
 from tableservice.hudi.models import HoodieWriteStat, encode_compaction_plan
 from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.timeline import Timeline
 from tableservice.locks import LockHandle
-from tableservice.planning.compaction import plan_compaction
+from tableservice.planning.compaction import CompactionBlockedError, plan_compaction
 from tableservice.planning.compaction_trigger import CompactionTableState, DueDecision, compaction_due
 from tableservice.planning.compaction_validate import ResolvedOperation, validate_compaction_plan
 from tableservice.planning.policy import CompactionPolicy
@@ -31,6 +32,7 @@ from tableservice.service.actions import (
     pending_plan,
     run_plan,
 )
+from tableservice.service.protocol import Outcome, SchedulingDeferred, ServiceSettings
 
 log = logging.getLogger(__name__)
 
@@ -138,37 +140,6 @@ def _tasks(
     ]
 
 
-def _without_replaced_groups(
-    table: HudiTable, latest: Timeline, instant: Instant, stats: list[HoodieWriteStat]
-) -> list[HoodieWriteStat]:
-    """The write stats of file groups no replace commit has taken. A file group replaced (insert overwrite,
-    clustering) while the compaction ran is left out of the commit and its new base file is deleted: committed, it
-    would outlive the cleaning of the replaced group and bring the overwritten rows back once the replace commit is
-    archived. The rest of the plan still completes, so the plan does not stay pending for ever."""
-    replaced: set[tuple[str, str]] = set()
-    by: dict[tuple[str, str], Instant] = {}
-    for other in latest.completed_writes():
-        if other.requested_time == instant.requested_time:
-            continue
-        if other.completed_action(table.config.layout_version) is not Action.REPLACE_COMMIT:
-            continue
-        for p, fids in table.replace_commit_metadata(other).replaced_file_ids().items():
-            for f in fids:
-                replaced.add((p, f))
-                by.setdefault((p, f), other)
-    kept = [s for s in stats if (s.partition_path or "", s.file_id or "") not in replaced]
-    dropped = sorted({(s.partition_path or "", s.file_id or "") for s in stats} & replaced)
-    if dropped:
-        log.warning(
-            "leaving %d replaced file groups out of the compaction (first: %s, replaced by %s)",
-            len(dropped),
-            dropped[0],
-            by[dropped[0]],
-            extra={"table": table.name, "instant": instant.requested_time},
-        )
-    return kept
-
-
 def execute_compaction(
     ctx: TableContext, instant_time: str, *, parallelism: int | None = None, lease: LockHandle | None = None
 ) -> CompactionResult:
@@ -189,7 +160,7 @@ def execute_compaction(
         action="compaction",
         partitions={op.partition for op in ops},
         metadata=lambda stats: compaction_commit_metadata(stats, schema_json),
-        check_conflicts=lambda latest, stats: _without_replaced_groups(table, latest, instant, stats),
+        checks=[without_replaced_groups(table, instant)],
         lease=lease,
         parallelism=parallelism,
     )
@@ -201,3 +172,46 @@ def execute_compaction(
         extra={"table": table.name, "instant": instant_time},
     )
     return CompactionResult(done, tuple(stats), seconds)
+
+
+class CompactionService:
+    """Compaction of merge-on-read tables (the `TableService` protocol)."""
+
+    name = "compaction"
+    plans_on_timeline = True
+
+    def __init__(self, settings: ServiceSettings[CompactionPolicy]) -> None:
+        self.settings = settings
+
+    def applies(self, table: HudiTable) -> bool:
+        return table.config.is_mor
+
+    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+        return list(timeline.pending_compactions())
+
+    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+        if not self.settings.policy.enabled:
+            return False
+        state = CompactionTableState.of(table, self.settings.policy, timeline=timeline)
+        return compaction_due(state, self.settings.policy, datetime.now(UTC)).due
+
+    def schedule(self, ctx: TableContext) -> Instant | None:
+        try:
+            return schedule_compaction(ctx, self.settings.policy, force=True)
+        except CompactionBlockedError as e:  # table version 6: waits for the earlier write to finish
+            raise SchedulingDeferred(f"compaction deferred: {e.problem}") from e
+
+    def lease_name(self, instant: Instant) -> str:
+        return f"compaction-{instant.requested_time}"
+
+    def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
+        done = execute_compaction(ctx, instant.requested_time, lease=lease)
+        return Outcome(
+            self.name,
+            done.instant,
+            done,
+            bytes_read=done.bytes_read,
+            bytes_written=done.bytes_written,
+            records_written=done.records_written,
+            log_files_compacted=done.log_files_compacted,
+        )

@@ -30,6 +30,8 @@ from tableservice.hudi.failed_writes import FailedWritesPolicy
 from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.metrics import Metrics, new_metrics
 from tableservice.service.http import HealthState, serve_http, service_routes
+from tableservice.service.protocol import ServiceSettings
+from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.scheduler import PriorityCapacity
 from tableservice.service.table_state import RunningActions, TableSettings
 from tableservice.service.table_worker import TableWorker
@@ -89,29 +91,28 @@ def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
 
 def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
     policies = config.effective_policy(entry)
-    section = policies.compaction
-    clustering = policies.clustering
-    clean = policies.clean
+    compaction, clustering, clean = policies.compaction, policies.clustering, policies.clean
     policy, interval_ms, misses = policies.failed_writes.settings()
     return TableSettings(
         uri=entry.uri,
         name=entry.name,
-        compaction_schedule=section.enabled and section.schedule,
-        compaction_execute=section.executes,
-        compaction_policy=section.policy(),
+        compaction=ServiceSettings(
+            compaction.policy(), schedule=compaction.enabled and compaction.schedule, execute=compaction.executes
+        ),
+        clustering=ServiceSettings(
+            clustering.policy(), schedule=clustering.enabled and clustering.schedule, execute=clustering.executes
+        ),
+        clean=ServiceSettings(clean.policy(), schedule=clean.enabled and clean.schedule, execute=clean.executes),
+        archival=ServiceSettings(
+            policies.archival.policy(clean, compaction),
+            schedule=policies.archival.enabled,
+            execute=policies.archival.enabled,
+        ),
+        failed_writes=ServiceSettings(
+            FailedWritesSettings(FailedWritesPolicy(policy), interval_ms, misses), schedule=False
+        ),
         # Twice Hudi's wait: long enough to take over from a holder whose lease ran out (DynamoDB).
         lock_timeout_s=2 * config.effective_locks(entry).wait_time_ms / 1000,
-        failed_writes=FailedWritesPolicy(policy),
-        clustering_schedule=clustering.enabled and clustering.schedule,
-        clustering_execute=clustering.executes,
-        clustering_policy=clustering.policy(),
-        clean_schedule=clean.enabled and clean.schedule,
-        clean_execute=clean.executes,
-        clean_policy=clean.policy(),
-        archival_enabled=policies.archival.enabled,
-        archival_policy=policies.archival.policy(clean, section),
-        heartbeat_interval_ms=interval_ms,
-        heartbeat_tolerable_misses=misses,
     )
 
 
@@ -319,17 +320,8 @@ class Daemon:
     async def _one_pass(self, worker: TableWorker) -> None:
         status = worker.status
         try:
-            pending = await anyio.to_thread.run_sync(worker.poll)
-            due = (
-                bool(pending)
-                or await anyio.to_thread.run_sync(worker.has_failed_writes)
-                or await anyio.to_thread.run_sync(worker.has_pending_clustering)
-                or await anyio.to_thread.run_sync(worker.has_pending_clean)
-                or await anyio.to_thread.run_sync(worker.compaction_due)
-                or await anyio.to_thread.run_sync(worker.clustering_due)
-                or await anyio.to_thread.run_sync(worker.clean_due)
-                or await anyio.to_thread.run_sync(worker.archival_due)
-            )
+            await anyio.to_thread.run_sync(worker.poll)
+            due = await anyio.to_thread.run_sync(worker.needs_pass)
             failed: list[tuple[str, TableServiceError]] = []
             if due and not self.stopping:
                 # Oldest pending work first across tables; newly due work after every pending action.

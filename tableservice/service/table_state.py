@@ -8,37 +8,49 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tableservice.errors import TableServiceError
-from tableservice.hudi.failed_writes import FailedWritesPolicy
-from tableservice.hudi.instant import Instant, parse_instant_time, timeline_timezone
+from tableservice.hudi.instant import Action, Instant, parse_instant_time, timeline_timezone
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.clustering_policy import ClusteringPolicy
 from tableservice.planning.policy import CompactionPolicy
-from tableservice.service.clustering import ClusteringResult
-from tableservice.service.compaction import CompactionResult
+from tableservice.service.archival import ArchivalService
+from tableservice.service.clean import CleanService
+from tableservice.service.clustering import ClusteringResult, ClusteringService
+from tableservice.service.compaction import CompactionResult, CompactionService
+from tableservice.service.protocol import Outcome, ServiceSettings, TableService
+from tableservice.service.rollback import FailedWritesSettings, RollbackService
 
 
 @dataclass(frozen=True)
 class TableSettings:
-    """How one table is served (from the daemon's configuration)."""
+    """How one table is served (from the daemon's configuration): per service, its switches and policy."""
 
     uri: str
     name: str | None
-    compaction_schedule: bool
-    compaction_execute: bool
-    compaction_policy: CompactionPolicy
+    compaction: ServiceSettings[CompactionPolicy] = field(default_factory=lambda: ServiceSettings(CompactionPolicy()))
+    clustering: ServiceSettings[ClusteringPolicy] = field(
+        default_factory=lambda: ServiceSettings(ClusteringPolicy(), schedule=False)
+    )
+    clean: ServiceSettings[CleanPolicy] = field(default_factory=lambda: ServiceSettings(CleanPolicy()))
+    archival: ServiceSettings[ArchivalPolicy] = field(default_factory=lambda: ServiceSettings(ArchivalPolicy()))
+    failed_writes: ServiceSettings[FailedWritesSettings] = field(
+        default_factory=lambda: ServiceSettings(FailedWritesSettings(), schedule=False)
+    )
     lock_timeout_s: float = 60.0
-    failed_writes: FailedWritesPolicy = FailedWritesPolicy.LAZY
-    clustering_schedule: bool = False
-    clustering_execute: bool = True
-    clustering_policy: ClusteringPolicy = field(default_factory=ClusteringPolicy)
-    clean_schedule: bool = True
-    clean_execute: bool = True
-    clean_policy: CleanPolicy = field(default_factory=CleanPolicy)
-    archival_enabled: bool = True
-    archival_policy: ArchivalPolicy = field(default_factory=ArchivalPolicy)
-    heartbeat_interval_ms: int = 60_000
-    heartbeat_tolerable_misses: int = 2
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return self.failed_writes.policy.heartbeat_interval_ms
+
+    def services(self) -> list[TableService]:
+        """Every service, in Hudi's order."""
+        return [
+            RollbackService(self.failed_writes),
+            CompactionService(self.compaction),
+            ClusteringService(self.clustering),
+            CleanService(self.clean),
+            ArchivalService(self.archival),
+        ]
 
 
 @dataclass
@@ -71,6 +83,20 @@ class PassResult:
     archived: list[str] = field(default_factory=list)
     rolled_back: list[str] = field(default_factory=list)
     failed: list[tuple[str, TableServiceError]] = field(default_factory=list)
+
+    def record(self, outcome: Outcome) -> None:
+        """Add what executing one instant did."""
+        t = outcome.instant.requested_time
+        if isinstance(outcome.value, CompactionResult):
+            self.completed.append(outcome.value)
+        elif isinstance(outcome.value, ClusteringResult):
+            self.clustered.append(outcome.value)
+        elif outcome.service == "clean":
+            self.cleaned.append(t)
+        elif outcome.service == "archival" and isinstance(outcome.value, list):
+            self.archived.extend(i.requested_time for i in outcome.value)
+        elif outcome.service == "rollback" and outcome.instant.action is not Action.ROLLBACK:
+            self.rolled_back.append(t)
 
 
 class RunningActions:

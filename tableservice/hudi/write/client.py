@@ -23,9 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import ConflictError, PermanentError
+from tableservice.hudi.conflicts import check_write
 from tableservice.hudi.filenames import make_write_token, new_file_id
 from tableservice.hudi.fsview import FileSlice, FileSystemView
-from tableservice.hudi.instant import Action, Instant
+from tableservice.hudi.instant import Action
 from tableservice.hudi.merge import DeltaRecords, MergeMode, merge_base_batch, merge_config_from_properties
 from tableservice.hudi.models import (
     HoodieCommitMetadata,
@@ -187,7 +188,16 @@ class WriteClient:
             try:
                 with self.lock():
                     latest = table.reload()
-                    self._check_conflicts(table, latest, instant, stats, replaced, pending_at_start)
+                    ours = {(s.partition_path or "", s.file_id or "") for s in stats}
+                    ours |= {(p, f) for p, fids in replaced.items() for f in fids}
+                    check_write(
+                        table,
+                        latest,
+                        instant,
+                        ours,
+                        pending_at_start=pending_at_start,
+                        allow_updates_under_clustering=self.options.allow_updates_under_clustering,
+                    )
                     table.active.transition_to_completed(
                         instant, encode_commit_metadata(metadata, table_version=config.version), timeline=latest
                     )
@@ -221,39 +231,6 @@ class WriteClient:
         if overwrite:
             return HoodieReplaceCommitMetadata(**common, partition_to_replace_file_ids=replaced)
         return HoodieCommitMetadata(**common)
-
-    def _check_conflicts(
-        self,
-        table: HudiTable,
-        latest: Timeline,
-        instant: Instant,
-        stats: list[HoodieWriteStat],
-        replaced: dict[str, tuple[str, ...]],
-        pending_at_start: frozenset[str],
-    ) -> None:
-        """Optimistic concurrency: fail when a write that completed since we started touched our file groups
-        (or replaced them), unless it is a compaction (which leaves the file group's data unchanged); and, unless
-        updates under clustering are allowed, when a clustering scheduled after we started covers them."""
-        ours = {(s.partition_path or "", s.file_id or "") for s in stats}
-        ours |= {(p, f) for p, fids in replaced.items() for f in fids}
-        if not self.options.allow_updates_under_clustering:
-            for fg, clustering in table.view_inputs(latest).pending_clustering.items():
-                if fg in ours and clustering > instant.requested_time:
-                    raise ConflictError(
-                        f"clustering {clustering} scheduled after this write started covers file group {fg[1]} "
-                        f"in {fg[0]!r}",
-                        table=table.name,
-                    )
-        for other in table.writes_completed_since(latest, instant, pending_at_start=pending_at_start):
-            if other.action is Action.COMPACTION:
-                continue
-            md = table.commit_metadata(other)
-            theirs = {(s.partition_path or "", s.file_id or "") for s in md.write_stats()}
-            if isinstance(md, HoodieReplaceCommitMetadata):
-                theirs |= {(p, f) for p, fids in md.replaced_file_ids().items() for f in fids}
-            clash = ours & theirs
-            if clash:
-                raise ConflictError(f"{other} wrote file groups {sorted(clash)[:3]} concurrently", table=table.name)
 
     # --- routing records to files ------------------------------------------------------------------
 

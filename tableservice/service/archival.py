@@ -1,0 +1,43 @@
+"""Archival as a table service. It has no plan on the timeline: scheduling selects what the policy would archive
+on the pass's timeline (nothing written), and execution archives under the table lock what the policy selects on
+the timeline re-read there. One lease, `archival`, keeps replicas from archiving the same table at once."""
+
+from __future__ import annotations
+
+from tableservice.hudi.archival import archive
+from tableservice.hudi.instant import Instant
+from tableservice.hudi.table import HudiTable
+from tableservice.hudi.timeline import Timeline
+from tableservice.locks import LockHandle
+from tableservice.planning.archival import ArchivalPolicy
+from tableservice.service.actions import TableContext
+from tableservice.service.protocol import Outcome, ServiceSettings
+
+
+class ArchivalService:
+    name = "archival"
+    plans_on_timeline = False
+
+    def __init__(self, settings: ServiceSettings[ArchivalPolicy]) -> None:
+        self.settings = settings
+
+    def applies(self, table: HudiTable) -> bool:
+        return True
+
+    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+        return []
+
+    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+        return len(timeline.completed_writes()) > self.settings.policy.max_commits
+
+    def schedule(self, ctx: TableContext) -> Instant | None:
+        """The newest instant the policy would archive now, or None when its bounds hold everything back."""
+        selected = self.settings.policy.instants_to_archive(ctx.table, ctx.table.timeline())
+        return max(selected, key=lambda i: (i.requested_time, i.sort_key)) if selected else None
+
+    def lease_name(self, instant: Instant) -> str:
+        return "archival"
+
+    def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
+        archived = archive(ctx.table, self.settings.policy, lock=ctx.lock_factory(), lease=lease)
+        return Outcome(self.name, instant, archived)

@@ -1,0 +1,43 @@
+"""Clean as a table service: pending clean plans run oldest first; a new plan is written when the cleaner's policy
+says enough has changed (the planning is `tableservice.planning.clean`, execution `tableservice.hudi.clean`)."""
+
+from __future__ import annotations
+
+from tableservice.hudi.clean import execute_clean, schedule_clean
+from tableservice.hudi.instant import Action, Instant
+from tableservice.hudi.table import HudiTable
+from tableservice.hudi.timeline import Timeline
+from tableservice.locks import LockHandle
+from tableservice.planning.clean import CleanPlanner, clean_due
+from tableservice.planning.clean_policy import CleanPolicy
+from tableservice.service.actions import TableContext
+from tableservice.service.protocol import Outcome, ServiceSettings
+
+
+class CleanService:
+    name = "clean"
+    plans_on_timeline = True
+
+    def __init__(self, settings: ServiceSettings[CleanPolicy]) -> None:
+        self.settings = settings
+
+    def applies(self, table: HudiTable) -> bool:
+        return True
+
+    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+        return list(timeline.pending_of(Action.CLEAN))
+
+    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+        if not self.settings.policy.enabled:
+            return False
+        return clean_due(table, timeline, self.settings.policy)[0]
+
+    def schedule(self, ctx: TableContext) -> Instant | None:
+        return schedule_clean(ctx.table, CleanPlanner(self.settings.policy), lock=ctx.lock_factory(), force=True)
+
+    def lease_name(self, instant: Instant) -> str:
+        return f"clean-{instant.requested_time}"
+
+    def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
+        metadata = execute_clean(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)
+        return Outcome(self.name, instant, metadata)

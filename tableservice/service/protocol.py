@@ -1,0 +1,80 @@
+"""The one protocol every table service implements, and the settings each takes.
+
+A pass over a table (`TableWorker.run_pass`) loops over the services in Hudi's order (failed-write rollback,
+compaction, clustering, clean, archival): for each, it executes the pending instants (each under its executor
+lease), then, when the service's policy says scheduling is due, schedules one and executes it. Adding a service is
+one class implementing `TableService` and one entry in `services_for`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from tableservice.hudi.instant import Instant
+from tableservice.hudi.table import HudiTable
+from tableservice.hudi.timeline import Timeline
+from tableservice.locks import LockHandle
+from tableservice.service.actions import TableContext
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class ServiceSettings(Generic[P]):
+    """How one service serves one table: its switches and its policy."""
+
+    policy: P
+    schedule: bool = True  # plan new actions when the policy says they are due
+    execute: bool = True  # execute pending plans (whoever scheduled them)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What executing one instant did, for the pass result and the metrics."""
+
+    service: str
+    instant: Instant
+    value: object = None
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_written: int = 0
+    log_files_compacted: int = 0
+
+
+class SchedulingDeferred(Exception):
+    """Raised by `TableService.schedule` when a plan cannot be made yet but may be soon (e.g. table version 6 waits
+    for an earlier write): the pass asks again on the next poll instead of remembering that nothing was due."""
+
+
+class TableService(Protocol):
+    """One table service: what is pending, whether scheduling is due, schedule, execute."""
+
+    @property
+    def name(self) -> str:
+        """Metrics label, lease prefix and log name: compaction, clustering, clean, archival, rollback."""
+
+    @property
+    def plans_on_timeline(self) -> bool:
+        """Whether `schedule` writes a requested instant (archival and rollback write none)."""
+
+    @property
+    def settings(self) -> ServiceSettings[Any]: ...
+
+    def applies(self, table: HudiTable) -> bool:
+        """Whether the service serves this table at all (compaction: merge-on-read tables)."""
+
+    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+        """Instants to execute now, oldest first."""
+
+    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+        """Whether the policy says a new action should be scheduled (no listing beyond what the trigger needs)."""
+
+    def schedule(self, ctx: TableContext) -> Instant | None:
+        """Plan a new action under the table lock; None when there is nothing to do."""
+
+    def lease_name(self, instant: Instant) -> str:
+        """The executor lease that makes one replica run `instant`."""
+
+    def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
+        """Run `instant` to completion through the commit path."""

@@ -1,0 +1,63 @@
+"""Rolling back failed writes as a table service: rollbacks a crashed process left pending are finished first, then
+the pending writes that `hoodie.cleaner.policy.failed.writes` counts as failed (LAZY: expired heartbeat; EAGER:
+any; NEVER: none) are rolled back, each under its own lease so that one replica does it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
+from tableservice.hudi.instant import Action, Instant
+from tableservice.hudi.rollback import resume_rollback, rollback
+from tableservice.hudi.table import HudiTable
+from tableservice.hudi.timeline import Timeline
+from tableservice.locks import LockHandle
+from tableservice.service.actions import TableContext
+from tableservice.service.protocol import Outcome, ServiceSettings
+
+
+@dataclass(frozen=True)
+class FailedWritesSettings:
+    """`hoodie.cleaner.policy.failed.writes` and the heartbeat that tells a live writer from a dead one."""
+
+    policy: FailedWritesPolicy = FailedWritesPolicy.LAZY
+    heartbeat_interval_ms: int = 60_000
+    heartbeat_tolerable_misses: int = 2
+
+
+class RollbackService:
+    name = "rollback"
+    plans_on_timeline = False
+
+    def __init__(self, settings: ServiceSettings[FailedWritesSettings]) -> None:
+        self.settings = settings
+
+    def applies(self, table: HudiTable) -> bool:
+        return True
+
+    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+        policy = self.settings.policy
+        failed = failed_writes(
+            table,
+            policy.policy,
+            timeline=timeline,
+            heartbeat_interval_ms=policy.heartbeat_interval_ms,
+            tolerable_misses=policy.heartbeat_tolerable_misses,
+        )
+        return list(timeline.pending_of(Action.ROLLBACK)) + failed
+
+    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+        return False
+
+    def schedule(self, ctx: TableContext) -> Instant | None:
+        return None
+
+    def lease_name(self, instant: Instant) -> str:
+        return f"rollback-{instant.requested_time}"
+
+    def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
+        if instant.action is Action.ROLLBACK:
+            done = resume_rollback(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)
+        else:
+            done = rollback(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)
+        return Outcome(self.name, instant, done)
