@@ -67,6 +67,11 @@ class ConflictError(RetryableError):
     """Another writer changed the table in a way that conflicts with this action."""
 
 
+class InstantNotPendingError(ConflictError):
+    """The instant an action was about to execute is no longer pending: another process completed or removed it
+    since it was listed. Nothing to do, and nothing failed."""
+
+
 class ActionAbandonedError(ConflictError):
     """A planned action can never complete (a write it conflicts with has completed), so its plan was removed;
     a new plan may be scheduled. An expected outcome of optimistic concurrency, not a failure of the table."""

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
-from tableservice.errors import InvalidPlanError, InvalidTimelineError, TableServiceError
+from tableservice.errors import InstantNotPendingError, InvalidPlanError, InvalidTimelineError, TableServiceError
 from tableservice.hudi.commit import Held, LockFactory, complete, no_lock
 from tableservice.hudi.filenames import (
     PARTITION_METADATA_FILE,
@@ -79,8 +79,8 @@ def schedule_clean(
 ) -> Instant | None:
     """Write `<t>.clean.requested` when a clean is due (or `force`) and the plan deletes something; else None."""
     lock_factory = lock if lock is not None else no_lock
-    table.reload()
-    if not force:
+    if not force:  # `force`: the caller found it due; the plan is made on the timeline re-read under the lock
+        table.reload()
         due, reason = policy.due(table)
         if not due:
             log.debug("clean not due: %s", reason, extra={"table": table.name})
@@ -278,13 +278,19 @@ def execute_clean(
     lock: LockFactory | None = None,
     lease: Held | None = None,
     parallelism: int = 8,
+    require_pending: bool = False,
 ) -> HoodieCleanMetadata:
-    """Run a pending clean (requested or inflight) to completion and return its metadata."""
+    """Run a pending clean (requested or inflight) to completion and return its metadata. A completed clean's
+    metadata is returned as it is, unless `require_pending` (InstantNotPendingError: another process did it)."""
     started = time.monotonic()
     current = table.reload().get(instant.requested_time, Action.CLEAN)
     if current is None:
+        if require_pending:
+            raise InstantNotPendingError(f"no pending clean at {instant.requested_time}", table=table.name)
         raise InvalidTimelineError(f"no clean instant at {instant.requested_time}", table=table.name)
     if current.is_completed:
+        if require_pending:
+            raise InstantNotPendingError(f"clean {instant.requested_time} is completed", table=table.name)
         path = table.active.path_of(current)
         return decode_clean_metadata(table.storage.read_bytes(path), path=path)
     plan_file = table.active.path_of(current.with_state(State.REQUESTED))

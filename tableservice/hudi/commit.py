@@ -12,7 +12,8 @@ pending plan removed, or instants archived. Each goes through `commit`, which, i
 5. deletes the files of write stats a check left out;
 6. calls `update_metadata_table` with the change (instant, action, write stats): the one place where keeping the
    metadata table in step goes;
-7. writes the change to the timeline.
+7. writes the change to the timeline. The table then holds the timeline re-read in step 2 with the change
+   applied where the change is known exactly (a completed instant), else it loads a fresh one when next asked.
 
 Nothing is written unless every step before it succeeded, so a failure leaves the timeline as it was.
 """
@@ -108,7 +109,9 @@ def commit(
             _discard(table, change, kept)
             change = replace(change, write_stats=kept)
         update_metadata_table(table, latest, change)
-        return write(latest, change)
+        done = write(latest, change)
+        table.forget_timeline(unless_replaced=latest)  # unless `write` applied its change to the held timeline
+        return done
 
 
 def complete(
@@ -125,6 +128,7 @@ def complete(
 
     def write(latest: Timeline, change: Change) -> tuple[Instant, WriteStats]:
         done = table.active.transition_to_completed(inflight, content(change.write_stats), timeline=latest)
+        table.applied(latest, done)
         return done, change.write_stats
 
     change = Change(ChangeKind.COMPLETE, inflight, tuple(write_stats))

@@ -1,13 +1,21 @@
 """One Hudi table: its configuration, timeline, metadata files and file-system view.
 
 The entry point of the format layer, in the spirit of Hudi's meta client: everything that needs to read a
-table starts from `HudiTable.open`. Metadata of completed instants never changes, so it is decoded once and
-cached by file name; a timeline reload costs one listing of the timeline folder.
+table starts from `HudiTable.open`.
+
+The table holds the timeline it last loaded. `reload()` loads a fresh one (one listing of the timeline folder)
+and reads `hoodie.properties` again when the timeline changed since it was last read (writers change it beside a
+commit: enabling the metadata table, an upgrade) or `PROPERTIES_MAX_AGE_S` passed. A change this process commits
+or schedules is applied to the held timeline without a listing where the new state is known exactly, else the
+held timeline is dropped and the next `timeline()` loads one. Metadata of completed instants and plans never
+change, so they are decoded once and kept in a bounded cache, cleared when the table's configuration changes.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
@@ -34,6 +42,9 @@ from tableservice.storage import FileInfo, Storage, join
 T = TypeVar("T")
 P = TypeVar("P")
 
+PROPERTIES_MAX_AGE_S = 300.0
+CACHE_ENTRIES = 4096
+
 META_FIELDS = (
     "_hoodie_commit_time",
     "_hoodie_commit_seqno",
@@ -52,8 +63,10 @@ class HudiTable:
         self.config = config
         self.active = ActiveTimeline(storage, self.base_path, config)
         self._timeline: Timeline | None = None
-        self._cache: dict[str, Any] = {}
+        self._cache: OrderedDict[str, Any] = OrderedDict()
         self._archived_completion: dict[str, str] | None = None
+        self._config_mark: int | None = None  # the timeline as it was when the config was read
+        self._config_read_at = time.monotonic()
 
     @classmethod
     def open(cls, storage: Storage, base_path: str) -> HudiTable:
@@ -70,12 +83,58 @@ class HudiTable:
     # --- timeline ----------------------------------------------------------------------------------
 
     def timeline(self, *, reload: bool = False) -> Timeline:
+        """The timeline last loaded (loaded now if there is none, or with `reload`)."""
         if self._timeline is None or reload:
-            self._timeline = self.active.load()
+            return self.reload()
         return self._timeline
 
     def reload(self) -> Timeline:
-        return self.timeline(reload=True)
+        """A fresh timeline: one listing, plus `hoodie.properties` when it may have changed (module docstring)."""
+        timeline = self.active.load()
+        mark = _mark(timeline)
+        if self._config_mark is None:
+            self._config_mark = mark
+        elif mark != self._config_mark or time.monotonic() - self._config_read_at > PROPERTIES_MAX_AGE_S:
+            if self._reread_config():
+                timeline = self.active.load()
+                mark = _mark(timeline)
+            self._config_mark = mark
+        self._timeline = timeline
+        return timeline
+
+    def _reread_config(self) -> bool:
+        """Read `hoodie.properties` again; True when it changed (the timeline must then be loaded again)."""
+        config = load_table_config(self.storage, self.base_path)
+        self._config_read_at = time.monotonic()
+        if config.properties == self.config.properties:
+            return False
+        self.config = config
+        self.active = ActiveTimeline(self.storage, self.base_path, config)
+        self._cache.clear()
+        self._archived_completion = None
+        return True
+
+    def applied(self, timeline: Timeline, instant: Instant) -> None:
+        """This process wrote `instant` (a new state of an instant) on `timeline`, read under the table lock: hold
+        the timeline with it, without a listing. Layout 1 infers completion times from file times, which only a
+        listing gives: there the held timeline is dropped instead."""
+        if self.config.layout_version < 2 and instant.is_completed:
+            self._timeline = None
+            return
+        others = [
+            i for i in timeline if not (i.requested_time == instant.requested_time and i.action is instant.action)
+        ]
+        self._timeline = Timeline(
+            tuple(sorted([*others, instant], key=lambda i: i.sort_key)),
+            timeline.layout_version,
+            timeline.completed_mtimes,
+        )
+
+    def forget_timeline(self, unless_replaced: Timeline | None = None) -> None:
+        """The timeline changed in a way not applied to the held one: the next `timeline()` loads it. With
+        `unless_replaced`: only if the held timeline is still that one (nothing applied a change since)."""
+        if unless_replaced is None or self._timeline is unless_replaced:
+            self._timeline = None
 
     def archived_instants(
         self, *, start: str | None = None, end: str | None = None, completed_only: bool = False
@@ -96,6 +155,7 @@ class HudiTable:
         path = self.active.path_of(instant.with_state(state, instant.completion_time))
         key = f"{path}#{decode.__qualname__}"
         if key in self._cache:
+            self._cache.move_to_end(key)
             return self._cache[key]  # type: ignore[no-any-return]
         try:
             value = decode(self.storage.read_bytes(path), path)
@@ -103,6 +163,8 @@ class HudiTable:
             raise e.with_context(table=self.name) from e
         if state is State.COMPLETED or state is State.REQUESTED:
             self._cache[key] = value
+            if len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
         return value
 
     # --- metadata ----------------------------------------------------------------------------------
@@ -148,7 +210,9 @@ class HudiTable:
             made = plan(t, timeline)
             if made is None:
                 return None
-            return self.active.create_requested(t, action, encode(made)), made
+            instant = self.active.create_requested(t, action, encode(made))
+            self.applied(timeline, instant)
+            return instant, made
 
     def is_clustering(self, instant: Instant) -> bool:
         """Clustering is its own action from table version 8; in version 6 it is a replace commit whose
@@ -242,6 +306,11 @@ class HudiTable:
             as_of=as_of,
             completion_time=self.archived_completion_time,
         )
+
+
+def _mark(timeline: Timeline) -> int:
+    """Changes with any instant or state on the timeline."""
+    return hash(tuple((i.requested_time, i.action, i.state) for i in timeline))
 
 
 def _parse_schema(text: str, table: str, path: str) -> dict[str, Any]:

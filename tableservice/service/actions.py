@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 
-from tableservice.errors import InvalidPlanError, UnsupportedTableError
+from tableservice.errors import InstantNotPendingError, InvalidPlanError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.commit import ConflictCheck, WriteStats, complete
 from tableservice.hudi.compaction import start_attempt
@@ -80,8 +80,10 @@ def pending_plan(
     table = ctx.table
     timeline = table.reload()
     instant = timeline.get(instant_time)
-    if instant is None or instant.is_completed or not is_target(instant):
-        raise InvalidPlanError(f"no pending {what} at {instant_time}", table=table.name)
+    if instant is None or instant.is_completed:
+        raise InstantNotPendingError(f"no pending {what} at {instant_time}", table=table.name)
+    if not is_target(instant):
+        raise InvalidPlanError(f"instant {instant_time} is not a {what}", table=table.name)
     if instant.state is State.INFLIGHT:
         log.info("rolling back the previous attempt", extra={"table": table.name, "instant": instant_time})
         rollback(table, instant, lock=ctx.lock_factory())

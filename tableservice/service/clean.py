@@ -39,5 +39,5 @@ class CleanService:
         return f"clean-{instant.requested_time}"
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
-        metadata = execute_clean(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)
+        metadata = execute_clean(ctx.table, instant, lock=ctx.lock_factory(), lease=lease, require_pending=True)
         return Outcome(self.name, instant, metadata)

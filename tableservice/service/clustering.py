@@ -62,9 +62,8 @@ def schedule_clustering(
 ) -> Instant | None:
     table = ctx.table
     check_no_metadata_table(table)
-    timeline = table.reload()
-    if not force:
-        due, reason = clustering_due(table, timeline, policy)
+    if not force:  # `force`: the caller found it due; the plan is made on the timeline re-read under the lock
+        due, reason = clustering_due(table, table.reload(), policy)
         if not due:
             log.debug("clustering not due: %s", reason, extra={"table": table.name})
             return None

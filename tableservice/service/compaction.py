@@ -81,8 +81,8 @@ def schedule_compaction(
     """Write a compaction plan when one is due (or `force`); None when nothing is due or nothing to compact."""
     table = ctx.table
     check_supported(table)
-    table.reload()
-    if not force:
+    if not force:  # `force`: the caller found it due; the plan is made on the timeline re-read under the lock
+        table.reload()
         decision = compaction_decision(ctx, policy)
         if not decision.due:
             log.debug("compaction not due: %s", decision.reason, extra={"table": table.name})

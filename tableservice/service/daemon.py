@@ -362,7 +362,7 @@ class Daemon:
 
     def _pass_in_thread(self, worker: TableWorker) -> Any:
         stopping: Callable[[], bool] = lambda: self.stopping  # noqa: E731
-        return worker.run_pass(stop=stopping)
+        return worker.run_pass(stop=stopping, reload=False)
 
 
 def _mtime(path: str) -> float | None:

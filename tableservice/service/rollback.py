@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tableservice.errors import InstantNotPendingError
 from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
 from tableservice.hudi.instant import Action, Instant
 from tableservice.hudi.rollback import resume_rollback, rollback
@@ -56,6 +57,10 @@ class RollbackService:
         return f"rollback-{instant.requested_time}"
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
+        current = ctx.table.reload().get(instant.requested_time, instant.action)
+        if current is None or current.is_completed:
+            raise InstantNotPendingError(f"{instant} was rolled back or completed meanwhile", table=ctx.table.name)
+        instant = current
         if instant.action is Action.ROLLBACK:
             done = resume_rollback(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)
         else:

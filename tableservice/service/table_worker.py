@@ -13,7 +13,13 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tableservice.errors import ActionAbandonedError, LockError, TableServiceError, UnsupportedTableError
+from tableservice.errors import (
+    ActionAbandonedError,
+    InstantNotPendingError,
+    LockError,
+    TableServiceError,
+    UnsupportedTableError,
+)
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.instant import Action, Instant
 from tableservice.hudi.table import HudiTable
@@ -58,7 +64,6 @@ class TableWorker:
         self.running = running if running is not None else RunningActions()
         self.table: HudiTable | None = None
         self._nothing_at: dict[str, str] = {}
-        self._changed = False
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
 
     @property
@@ -103,13 +108,13 @@ class TableWorker:
 
     # --- polling -----------------------------------------------------------------------------------
 
-    def poll(self) -> list[Instant]:
-        """Reload the timeline (one listing) and report pending actions; returns pending compactions."""
+    def poll(self, *, reload: bool = True) -> list[Instant]:
+        """Reload the timeline (one listing; without `reload`, the one the table holds) and report pending
+        actions; returns pending compactions."""
         started = time.monotonic()
         table = self._open()
         try:
-            timeline = table.reload()
-            self._changed = False
+            timeline = table.reload() if reload else table.timeline()
             config = table.config
             self.status.table_type = config.table_type.value
             self.status.table_version = config.version
@@ -207,11 +212,14 @@ class TableWorker:
 
     # --- one pass ----------------------------------------------------------------------------------
 
-    def run_pass(self, *, allow_schedule: bool = True, stop: Callable[[], bool] = lambda: False) -> PassResult:
+    def run_pass(
+        self, *, allow_schedule: bool = True, stop: Callable[[], bool] = lambda: False, reload: bool = True
+    ) -> PassResult:
         """One pass: each service in Hudi's order executes its pending instants (oldest first), then schedules one
-        action when its policy says one is due and executes it."""
+        action when its policy says one is due and executes it. Without `reload`, the pass starts from the timeline
+        of the last poll (the daemon polls first to decide whether a pass is needed)."""
         result = PassResult()
-        self.poll()
+        self.poll(reload=reload)
         table = self._open()
         if table.config.has_metadata_table:
             return result
@@ -220,16 +228,13 @@ class TableWorker:
             if stop():
                 break
             self._serve(ctx, svc, result, allow_schedule, stop)
-        self.poll()
+        self.poll(reload=False)  # the table holds the timeline its commits left, or loads one
         return result
 
     def _serve(
         self, ctx: TableContext, svc: TableService, result: PassResult, allow_schedule: bool, stop: Callable[[], bool]
     ) -> None:
         table = ctx.table
-        if self._changed:  # an earlier service changed the timeline: one fresh load for the services after it
-            table.reload()
-            self._changed = False
         if svc.settings.execute:
             for instant in svc.pending(table, table.timeline()):
                 if stop():
@@ -239,7 +244,6 @@ class TableWorker:
             return
         try:
             scheduled = svc.schedule(ctx)
-            self._changed = True
         except SchedulingDeferred as e:
             log.info("%s", e, extra={"table": self.label})
             return
@@ -276,6 +280,9 @@ class TableWorker:
         started = time.monotonic()
         try:
             out = fn()
+        except InstantNotPendingError as e:  # another process got there first
+            log.info("%s skipped: %s", action, e.problem, extra={"table": self.label, "instant": instant})
+            return None
         except ActionAbandonedError as e:  # optimistic concurrency at work, not a failure of the table
             if self.metrics is not None:
                 self.metrics.action_abandoned(self.label, action)
@@ -302,15 +309,10 @@ class TableWorker:
         except LockError:
             log.info("another replica runs this %s", svc.name, extra={"table": self.label, "instant": t})
             return
-        self._changed = True
         key = f"{self.settings.uri}#{svc.name}#{t}"
         self.running.add(key, job_tag(ctx.table.name, svc.name, t))
         self.status.running = f"{svc.name} {t}"
         try:
-            if not instant.is_completed:
-                current = ctx.table.reload().get(t, instant.action)
-                if current is None or current.is_completed:
-                    return
             outcome = self._guarded(svc.name, t, result, lambda: svc.execute(ctx, instant, handle))
         finally:
             self.running.remove(key)
