@@ -63,6 +63,10 @@ class LockLostError(LockError):
     """The lock was held and then lost; whatever it protected must be abandoned."""
 
 
+class LeaseHeldError(LockError):
+    """Another process holds the executor lease of an action: it is running that action now."""
+
+
 class ConflictError(RetryableError):
     """Another writer changed the table in a way that conflicts with this action."""
 

@@ -16,6 +16,7 @@ from typing import TypeVar
 from tableservice.errors import (
     ActionAbandonedError,
     InstantNotPendingError,
+    LeaseHeldError,
     LockError,
     TableServiceError,
     UnsupportedTableError,
@@ -105,6 +106,10 @@ class TableWorker:
             storage_options=self.storage_options,
             hooks=hooks,
         )
+
+    def context(self) -> TableContext:
+        """The table's context as a pass builds it (its lock, lock timeout and executor); for the operator commands."""
+        return self._context(self._open())
 
     # --- polling -----------------------------------------------------------------------------------
 
@@ -299,14 +304,34 @@ class TableWorker:
             self.metrics.action_completed(self.label, action, duration_seconds=time.monotonic() - started)
         return out
 
-    def _run_leased(self, ctx: TableContext, svc: TableService, instant: Instant, result: PassResult) -> None:
-        """Execute one instant under its executor lease: skipped when another replica holds the lease or a pending
-        instant is no longer pending; tracked for graceful shutdown while it runs; recorded in `result`."""
+    def run_one(self, service: str, instant_time: str) -> PassResult:
+        """Execute one pending instant of `service` as a pass does (under its executor lease), for the operator
+        commands: LeaseHeldError when another process holds the lease; nothing when the instant is not pending; a
+        failure is recorded in the result's `failed`."""
+        table = self._open()
+        svc = self.service(service)
+        result = PassResult()
+        for instant in svc.pending(table, table.reload()):
+            if instant.requested_time == instant_time:
+                self._run_leased(self.context(), svc, instant, result, refuse=True)
+        return result
+
+    def _run_leased(
+        self, ctx: TableContext, svc: TableService, instant: Instant, result: PassResult, *, refuse: bool = False
+    ) -> None:
+        """Execute one instant under its executor lease: skipped (`refuse`: LeaseHeldError) when another replica
+        holds the lease, skipped when a pending instant is no longer pending; tracked for graceful shutdown while it
+        runs; recorded in `result`."""
         t = instant.requested_time
         lease = self.locks.lease(ctx.table.name, ctx.table.base_path, svc.lease_name(instant))
         try:
             handle = lease.acquire(0.0)
-        except LockError:
+        except LockError as e:
+            if refuse:
+                raise LeaseHeldError(
+                    f"not running {svc.name} {t}: another process holds its executor lease {lease.key!r}",
+                    table=self.label,
+                ) from e
             log.info("another replica runs this %s", svc.name, extra={"table": self.label, "instant": t})
             return
         key = f"{self.settings.uri}#{svc.name}#{t}"
