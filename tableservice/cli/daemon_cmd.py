@@ -10,15 +10,12 @@ from typing import Any
 
 import anyio
 
+from tableservice.cli.operator import add_table_arguments, operator_table
 from tableservice.config import load_config
-from tableservice.errors import TableServiceError
-from tableservice.executors.spark import SparkExecutor, SparkSettings
-from tableservice.hudi.table import HudiTable
-from tableservice.locks import InProcessLockProvider
+from tableservice.errors import InvalidPlanError, TableServiceError
+from tableservice.executors.spark import SparkExecutor
 from tableservice.logsetup import configure_logging
-from tableservice.planning.policy import CompactionPolicy
-from tableservice.service.actions import TableContext
-from tableservice.service.compaction import execute_compaction, schedule_compaction
+from tableservice.service.compaction import schedule_compaction
 from tableservice.service.daemon import (
     Daemon,
     LockProviders,
@@ -44,14 +41,12 @@ def register(sub: Any) -> None:
     compact = sub.add_parser("compact", help="operator commands for compaction")
     csub = compact.add_subparsers(dest="compact_command", required=True)
     sched = csub.add_parser("schedule", help="write a compaction plan now (if any slice has log files)")
-    sched.add_argument("uri")
+    add_table_arguments(sched, options="Hudi compaction keys, e.g. hoodie.compaction.target.io=500000")
     sched.add_argument("--instant", help="instant time to use (must be above every instant on the timeline)")
     sched.set_defaults(handler=cmd_compact_schedule)
     crun = csub.add_parser("run", help="execute pending compactions (all, or one instant)")
-    crun.add_argument("uri")
+    add_table_arguments(crun, spark=True)
     crun.add_argument("--instant")
-    crun.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    crun.add_argument("--remote", help="Spark Connect URL (sc://host:port) instead of a master")
     crun.set_defaults(handler=cmd_compact_run)
 
 
@@ -144,41 +139,36 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ctx(uri: str, executor: SparkExecutor) -> TableContext:
-    storage = Storage()
-    table = HudiTable.open(storage, uri)
-    return TableContext(
-        table=table, lock=InProcessLockProvider().table_lock(table.name, table.base_path), executor=executor
-    )
-
-
 def cmd_compact_schedule(args: argparse.Namespace) -> int:
-    ctx = _ctx(args.uri, SparkExecutor(SparkSettings()))
-    instant = schedule_compaction(ctx, CompactionPolicy(), force=True, instant_time=args.instant)
-    if instant is None:
-        print("nothing to compact: no file slice has log files")
-        return 0
-    plan = ctx.table.compaction_plan(instant)
-    print(f"scheduled compaction {instant.requested_time} with {len(plan.operations or ())} operations")
+    with operator_table(args, "compaction") as op:
+        policy = op.worker.settings.compaction.policy
+        instant = schedule_compaction(op.context, policy, force=True, instant_time=args.instant)
+        if instant is None:
+            print("nothing to compact: no file slice has log files")
+            return 0
+        plan = op.table.compaction_plan(instant)
+        print(f"scheduled compaction {instant.requested_time} with {len(plan.operations or ())} operations")
     return 0
 
 
 def cmd_compact_run(args: argparse.Namespace) -> int:
-    executor = SparkExecutor(SparkSettings(master=None if args.remote else args.master, remote=args.remote))
-    try:
-        ctx = _ctx(args.uri, executor)
-        pending = [i.requested_time for i in ctx.table.timeline().pending_compactions()]
+    with operator_table(args, "compaction") as op:
+        pending = [i.requested_time for i in op.table.reload().pending_compactions()]
         targets = [args.instant] if args.instant else pending
         if not targets:
             print("no pending compaction")
             return 0
         for t in targets:
+            if t not in pending:
+                raise InvalidPlanError(f"no pending compaction at {t}", table=op.worker.label)
             started = time.monotonic()
-            result = execute_compaction(ctx, t)
+            result = op.run("compaction", t)
+            if not result.completed:
+                print(f"compaction {t} was not run: it is no longer pending")
+                continue
+            done = result.completed[0]
             print(
-                f"completed compaction {t}: {len(result.stats)} file groups, {result.records_written} records, "
+                f"completed compaction {t}: {len(done.stats)} file groups, {done.records_written} records, "
                 f"{time.monotonic() - started:.1f}s"
             )
-    finally:
-        executor.stop()
     return 0

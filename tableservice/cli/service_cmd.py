@@ -3,42 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
-from tableservice.errors import ActionAbandonedError
-from tableservice.executors.spark import SparkExecutor, SparkSettings
-from tableservice.hudi.clean import dry_run, execute_clean, pending_cleans, schedule_clean
+from tableservice.cli.operator import add_table_arguments, operator_table
+from tableservice.hudi.clean import dry_run, pending_cleans
+from tableservice.hudi.instant import Action
+from tableservice.hudi.models import decode_clean_metadata
 from tableservice.hudi.savepoint import create_savepoint, delete_savepoint, list_savepoints
 from tableservice.hudi.table import HudiTable
-from tableservice.locks import InProcessLockProvider
-from tableservice.planning.clean import CleanPlanner
-from tableservice.planning.clean_policy import CleanPolicy
-from tableservice.planning.clustering_policy import ClusteringPolicy
-from tableservice.service.actions import TableContext
-from tableservice.service.clustering import execute_clustering, pending_clustering, schedule_clustering
+from tableservice.service.clustering import pending_clustering
 from tableservice.storage import Storage
 
 
-def _options(values: list[str]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        key, sep, value = v.partition("=")
-        if not sep:
-            raise SystemExit(f"tableservice: expected KEY=VALUE, got {v!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def _service_commands(sub: Any, service: str, text: str, commands: Any, option_help: str) -> dict[str, Any]:
-    """`tableservice <service> schedule|run URI [-o KEY=VALUE ...]`; returns the sub-parsers by name."""
+    """`tableservice <service> schedule|run URI [--config FILE] [-o KEY=VALUE ...]`; returns the sub-parsers."""
     parser = sub.add_parser(service, help=text)
     ssub = parser.add_subparsers(dest=f"{service}_command", required=True)
     out = {}
     for name, handler, help_text in commands:
         p = ssub.add_parser(name, help=help_text)
-        p.add_argument("uri")
-        p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help=option_help)
+        add_table_arguments(p, options=option_help, spark=(service, name) == ("cluster", "run"))
         p.set_defaults(handler=handler)
         out[name] = p
     return out
@@ -59,7 +43,7 @@ def register(sub: Any) -> None:
     mode.add_argument("--dry-run", dest="execute", action="store_false", help="print what would go (default)")
     mode.add_argument("--execute", dest="execute", action="store_true", help="delete the files")
     clean["run"].set_defaults(execute=False)
-    cluster = _service_commands(
+    _service_commands(
         sub,
         "cluster",
         "operator commands for clustering",
@@ -69,18 +53,16 @@ def register(sub: Any) -> None:
         ),
         "Hudi clustering keys, e.g. hoodie.clustering.plan.strategy.sort.columns=ts",
     )
-    cluster["run"].add_argument("--master", default="local[*]")
-    cluster["run"].add_argument("--remote", help="Spark Connect URL instead of a master")
     save = sub.add_parser("savepoint", help="create, delete or list savepoints")
     ssub = save.add_subparsers(dest="savepoint_command", required=True)
     create = ssub.add_parser("create", help="savepoint a completed commit")
-    create.add_argument("uri")
+    add_table_arguments(create)
     create.add_argument("--instant", required=True)
     create.add_argument("--user", default="")
     create.add_argument("--comments", default="")
     create.set_defaults(handler=cmd_savepoint_create)
     delete = ssub.add_parser("delete", help="delete a savepoint")
-    delete.add_argument("uri")
+    add_table_arguments(delete)
     delete.add_argument("--instant", required=True)
     delete.set_defaults(handler=cmd_savepoint_delete)
     lst = ssub.add_parser("list", help="list savepoints")
@@ -88,103 +70,91 @@ def register(sub: Any) -> None:
     lst.set_defaults(handler=cmd_savepoint_list)
 
 
-def _table(uri: str) -> tuple[HudiTable, Any]:
-    table = HudiTable.open(Storage(), uri)
-    lock = InProcessLockProvider().table_lock(table.name, table.base_path)
-    return table, lambda: lock.hold(60.0)
-
-
 def cmd_clean_schedule(args: argparse.Namespace) -> int:
-    table, lock = _table(args.uri)
-    policy = CleanPolicy.from_mapping(_options(args.option))
-    instant = schedule_clean(table, CleanPlanner(policy), lock=lock, force=True)
-    if instant is None:
-        print("nothing to clean")
-        return 0
-    resolved = dry_run(table, instant)
-    print(f"scheduled clean {instant.requested_time}: {len(resolved.files)} files")
+    with operator_table(args, "clean") as op:
+        instant = op.schedule("clean")
+        if instant is None:
+            print("nothing to clean")
+            return 0
+        resolved = dry_run(op.table, instant)
+        print(f"scheduled clean {instant.requested_time}: {len(resolved.files)} files")
     return 0
 
 
 def cmd_clean_run(args: argparse.Namespace) -> int:
-    table, lock = _table(args.uri)
-    pending = pending_cleans(table)
-    if not pending:
-        print("no pending clean")
-        return 0
-    for instant in pending:
-        resolved = dry_run(table, instant)
-        if not args.execute:
-            print(f"clean {instant.requested_time} would delete {len(resolved.files)} files:")
-            for location in resolved.locations():
-                print(f"  {location}")
-            continue
-        md = execute_clean(table, instant, lock=lock)
-        print(f"completed clean {instant.requested_time}: {md.total_files_deleted} files deleted")
+    with operator_table(args, "clean") as op:
+        pending = pending_cleans(op.table)
+        if not pending:
+            print("no pending clean")
+            return 0
+        for instant in pending:
+            t = instant.requested_time
+            if not args.execute:  # a dry run only reads: no lock, no lease
+                resolved = dry_run(op.table, instant)
+                print(f"clean {t} would delete {len(resolved.files)} files:")
+                for location in resolved.locations():
+                    print(f"  {location}")
+                continue
+            if not op.run("clean", t).cleaned:
+                print(f"clean {t} was not run: it is no longer pending")
+                continue
+            completed = op.table.reload().get(t, Action.CLEAN)
+            assert completed is not None
+            path = op.table.active.path_of(completed)
+            md = decode_clean_metadata(op.table.storage.read_bytes(path), path=path)
+            print(f"completed clean {t}: {md.total_files_deleted} files deleted")
     return 0
 
 
 def cmd_cluster_schedule(args: argparse.Namespace) -> int:
-    table, _ = _table(args.uri)
-    ctx = TableContext(
-        table=table,
-        lock=InProcessLockProvider().table_lock(table.name, table.base_path),
-        executor=SparkExecutor(SparkSettings()),
-    )
-    policy = ClusteringPolicy.from_mapping({**_options(args.option), "tableservice.clustering.enabled": "true"})
-    instant = schedule_clustering(ctx, policy, force=True)
-    if instant is None:
-        print("nothing to cluster")
-        return 0
-    plan = table.clustering_plan(instant)
-    print(f"scheduled clustering {instant.requested_time} with {len(plan.input_groups or ())} groups")
+    with operator_table(args, "clustering") as op:
+        instant = op.schedule("clustering")
+        if instant is None:
+            print("nothing to cluster")
+            return 0
+        plan = op.table.clustering_plan(instant)
+        print(f"scheduled clustering {instant.requested_time} with {len(plan.input_groups or ())} groups")
     return 0
 
 
 def cmd_cluster_run(args: argparse.Namespace) -> int:
-    executor = SparkExecutor(SparkSettings(master=None if args.remote else args.master, remote=args.remote))
-    try:
-        table, _ = _table(args.uri)
-        ctx = TableContext(
-            table=table, lock=InProcessLockProvider().table_lock(table.name, table.base_path), executor=executor
-        )
-        policy = ClusteringPolicy.from_mapping(_options(args.option))
-        pending = pending_clustering(table, table.timeline())
+    with operator_table(args, "clustering") as op:
+        pending = pending_clustering(op.table, op.table.reload())
         if not pending:
             print("no pending clustering")
             return 0
         for instant in pending:
-            started = time.monotonic()
-            try:
-                result = execute_clustering(ctx, instant.requested_time, policy)
-            except ActionAbandonedError as e:  # the table is consistent; a new plan may be scheduled
-                print(e.problem)
+            t = instant.requested_time
+            result = op.run("clustering", t)
+            if not result.clustered:
+                gone = op.table.reload().get(t) is None
+                print(f"clustering {t} {'abandoned: its plan was removed' if gone else 'was not run'}")
                 continue
+            done = result.clustered[0]
             print(
-                f"completed clustering {instant.requested_time}: {len(result.stats)} new files, "
-                f"{result.records_written} records, {time.monotonic() - started:.1f}s"
+                f"completed clustering {t}: {len(done.stats)} new files, "
+                f"{done.records_written} records, {done.seconds:.1f}s"
             )
-    finally:
-        executor.stop()
     return 0
 
 
 def cmd_savepoint_create(args: argparse.Namespace) -> int:
-    table, lock = _table(args.uri)
-    info = create_savepoint(table, args.instant, user=args.user, comments=args.comments, lock=lock)
+    with operator_table(args) as op:
+        lock = op.context.lock_factory()
+        info = create_savepoint(op.table, args.instant, user=args.user, comments=args.comments, lock=lock)
     print(f"savepoint {info.instant_time} created")
     return 0
 
 
 def cmd_savepoint_delete(args: argparse.Namespace) -> int:
-    table, lock = _table(args.uri)
-    print(f"savepoint {args.instant} {'deleted' if delete_savepoint(table, args.instant, lock=lock) else 'not found'}")
+    with operator_table(args) as op:
+        deleted = delete_savepoint(op.table, args.instant, lock=op.context.lock_factory())
+    print(f"savepoint {args.instant} {'deleted' if deleted else 'not found'}")
     return 0
 
 
 def cmd_savepoint_list(args: argparse.Namespace) -> int:
-    table, _ = _table(args.uri)
-    for info in list_savepoints(table):
+    for info in list_savepoints(HudiTable.open(Storage(), args.uri)):
         md = info.metadata
         who = f" user={md.savepointed_by!r} comments={md.comments!r}" if md is not None else ""
         print(f"{info.instant_time} {info.state.name}{who}")
