@@ -90,3 +90,21 @@ def zk_server(zk_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`once` and `run` configure the root logger for the process (handlers bound to the stderr of that moment):
+    give each test the logging set-up it started with."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)

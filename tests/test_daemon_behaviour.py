@@ -80,10 +80,13 @@ def test_idle_table_costs_one_listing_per_poll(tmp_path: Path, spark_executor: A
 
 
 @pytest.mark.spark
-def test_failing_table_is_quarantined_while_others_are_served(tmp_path: Path, spark_executor: Any) -> None:
+def test_permanent_errors_hold_back_the_action_or_quarantine_the_table_at_once(
+    tmp_path: Path, spark_executor: Any
+) -> None:
     good = mor_table(tmp_path / "good", records=200, commits=3, name="good")
     bad = mor_table(tmp_path / "bad", records=200, commits=3, name="bad")
-    # A plan naming a file group that does not exist: every attempt fails with InvalidPlanError.
+    broken = mor_table(tmp_path / "broken", records=100, commits=2, name="broken")
+    # A plan naming a file group that does not exist: every attempt would fail with InvalidPlanError.
     table = HudiTable.open(Storage(), bad)
     t = table.active.new_instant_time(table.timeline())
     plan = HoodieCompactionPlan(
@@ -102,26 +105,42 @@ def test_failing_table_is_quarantined_while_others_are_served(tmp_path: Path, sp
         version=2,
     )
     table.active.create_requested(t, Action.COMPACTION, encode_compaction_plan(plan, table_version=9))
+    # A table whose hoodie.properties is unreadable: the table itself cannot be served.
+    (Path(broken) / ".hoodie" / "hoodie.properties").write_bytes(b"hoodie.table.version=\\uZZZZ\n\x00")
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(config_text([good, bad], max_delta_commits=2, poll=0.2))
+    cfg.write_text(config_text([good, bad, broken], max_delta_commits=2, poll=0.2))
     daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    polls_after_hold: list[float] = []
 
     def done() -> bool:
         statuses = {t.worker.status.uri: t.worker.status for t in daemon.tables.values()}
         good_done = (
             HudiTable.open(Storage(), good).timeline().completed().filter(lambda i: i.action is Action.COMPACTION)
         )
-        return bool(good_done) and statuses.get(bad) is not None and statuses[bad].health == "quarantined"
+        held = statuses.get(bad)
+        if held is not None and held.held_back and held.last_poll not in polls_after_hold:
+            polls_after_hold.append(held.last_poll or 0.0)
+        quarantined = statuses.get(broken) is not None and statuses[broken].health == "quarantined"
+        return bool(good_done) and len(polls_after_hold) >= 4 and quarantined
 
     _run_until(daemon, done, timeout=300)
     statuses = {t.worker.status.uri: t.worker.status for t in daemon.tables.values()}
-    assert statuses[bad].health == "quarantined"
-    assert statuses[bad].consecutive_failures == 3
-    assert "nope-0" in (statuses[bad].last_error or "")
+    # The bad plan failed once and is held back; the table goes on being polled and served, not backed off.
+    assert [(h["action"], h["instant"]) for h in statuses[bad].held_back] == [("compaction", t)]
+    assert "nope-0" in str(statuses[bad].held_back[0]["error"])
+    assert statuses[bad].health == "degraded" and statuses[bad].consecutive_failures == 0
+    assert HudiTable.open(Storage(), bad).timeline().get(t, Action.COMPACTION).is_requested  # type: ignore[union-attr]
+    # The unreadable table was quarantined after its first failure.
+    assert statuses[broken].consecutive_failures == 1
+    assert "hoodie.properties" in (statuses[broken].last_error or "")
     assert statuses[good].health == "ok"
     text = daemon.metrics.render()[0].decode()
-    assert 'tableservice_table_quarantined{table="table1"} 1.0' in text
-    assert 'tableservice_table_errors_total{kind="InvalidPlanError",table="table1"}' in text
+    assert 'tableservice_actions_failed_total{action="compaction",table="table1"} 1.0' in text
+    assert 'tableservice_actions_held_back{action="compaction",table="table1"} 1.0' in text
+    assert 'tableservice_table_errors_total{kind="InvalidPlanError",table="table1"} 1.0' in text
+    assert 'tableservice_table_quarantined{table="table1"}' not in text
+    assert 'tableservice_table_quarantined{table="table2"} 1.0' in text
+    assert 'tableservice_table_errors_total{kind="InvalidTableConfigError",table="table2"} 1.0' in text
 
 
 @pytest.mark.spark

@@ -43,6 +43,7 @@ def test_family_names_and_types() -> None:
         "tableservice_actions_completed": "counter",
         "tableservice_actions_failed": "counter",
         "tableservice_actions_abandoned": "counter",
+        "tableservice_actions_held_back": "gauge",
         "tableservice_action_duration_seconds": "histogram",
         "tableservice_read_bytes": "counter",
         "tableservice_written_bytes": "counter",

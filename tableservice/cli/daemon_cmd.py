@@ -102,8 +102,9 @@ def cmd_once(args: argparse.Namespace) -> int:
                     f"{worker.label}: completed compaction {done.instant.requested_time} "
                     f"({len(done.stats)} file groups, {done.seconds:.1f}s)"
                 )
-            for instant, error in result.failed:
-                print(f"{worker.label}: compaction {instant} failed: {error}", file=sys.stderr)
+            for f in result.failed:
+                what = f"{f.action} {f.instant}" if f.instant else f.action
+                print(f"{worker.label}: {what} failed: {type(f.error).__name__}: {f.error}", file=sys.stderr)
                 failures += 1
             if worker.status.health.startswith("unsupported"):
                 print(f"{worker.label}: {worker.status.health}")

@@ -92,7 +92,7 @@ class OperatorTable:
         LeaseHeldError when another process runs it, or the action's own error when it failed."""
         result = self.worker.run_one(action, instant_time)
         if result.failed:
-            raise result.failed[0][1]
+            raise result.failed[0].error
         return result
 
 

@@ -189,6 +189,10 @@ class Metrics:
             name("table_quarantined"), "1 while the table is quarantined after repeated failures", ("table",),
             registry=reg,
         )  # fmt: skip
+        self._held_back = Gauge(
+            name("actions_held_back"), "Actions not retried after a permanent failure (a corrupt file, a bad plan)",
+            ("table", "action"), registry=reg,
+        )  # fmt: skip
         self._unsupported = Gauge(
             name("table_unsupported"), "1 while the table is skipped as unsupported, for this reason",
             ("table", "reason"), registry=reg,
@@ -307,6 +311,10 @@ class Metrics:
     def set_quarantined(self, table: str, quarantined: bool) -> None:
         """Whether `table` is quarantined (skipped after repeated failures)."""
         self._child(self._quarantined, table).set(1 if quarantined else 0)
+
+    def set_held_back(self, table: str, action: str, count: int) -> None:
+        """How many pending actions of `action` on `table` are held back after a permanent failure."""
+        self._child(self._held_back, table, _check_label("action", action)).set(_check_non_negative("held", count))
 
     def set_unsupported(self, table: str, reason: str | None) -> None:
         """`table` is skipped as unsupported for `reason` (1), or supported again (None: every reason 0)."""

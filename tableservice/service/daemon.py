@@ -23,7 +23,7 @@ from anyio.abc import TaskGroup
 from tableservice import __version__
 from tableservice.config import DaemonConfig, TableEntry, load_config
 from tableservice.config_locks import LockSettings
-from tableservice.errors import ConfigError, PermanentError, TableServiceError
+from tableservice.errors import ConfigError, RetryableError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
 from tableservice.hudi.failed_writes import FailedWritesPolicy
@@ -33,7 +33,7 @@ from tableservice.service.http import HealthState, serve_http, service_routes
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.scheduler import PriorityCapacity
-from tableservice.service.table_state import RunningActions, TableSettings
+from tableservice.service.table_state import Failure, RunningActions, TableSettings
 from tableservice.service.table_worker import TableWorker
 from tableservice.storage import Storage, StorageOptions
 
@@ -113,6 +113,7 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         ),
         # Twice Hudi's wait: long enough to take over from a holder whose lease ran out (DynamoDB).
         lock_timeout_s=2 * config.effective_locks(entry).wait_time_ms / 1000,
+        permanent_failure_hold_s=config.service.retry.quarantine_seconds,
     )
 
 
@@ -322,7 +323,7 @@ class Daemon:
         try:
             await anyio.to_thread.run_sync(worker.poll)
             due = await anyio.to_thread.run_sync(worker.needs_pass)
-            failed: list[tuple[str, TableServiceError]] = []
+            failed: list[Failure] = []
             if due and not self.stopping:
                 # Oldest pending work first across tables; newly due work after every pending action.
                 priority = min((str(p["instant"]) for p in status.pending), default="9" * 17)
@@ -330,35 +331,38 @@ class Daemon:
                     if self.stopping:
                         return
                     result = await anyio.to_thread.run_sync(self._pass_in_thread, worker)
-                failed = result.failed
+                # Permanent failures of an action are held back by the worker: the table goes on being served.
+                failed = result.failed_not_held
         except TableServiceError as e:
-            failed = [("", e)]
+            failed = [Failure("", e)]
             self.metrics.table_error(worker.label, e)
             log.error("table error: %s", e, extra={"table": worker.label})
-        except Exception as e:  # a bug must not stop the other tables
-            failed = [("", PermanentError(f"unexpected {type(e).__name__}: {e}", table=worker.label))]
+        except Exception as e:  # a bug must not stop the other tables; retried with back-off like a retryable error
+            failed = [Failure("", RetryableError(f"unexpected {type(e).__name__}: {e}", table=worker.label))]
             self.metrics.table_error(worker.label, e)
             log.exception("unexpected error", extra={"table": worker.label})
         if not failed:
             status.consecutive_failures = 0
             if not status.health.startswith("unsupported"):
-                status.health = "ok"
-            status.last_error = None
+                status.health = "degraded" if status.held_back else "ok"
+            status.last_error = str(status.held_back[0]["error"]) if status.held_back else None
             return
         status.consecutive_failures += 1
-        status.last_error = str(failed[0][1])
+        status.last_error = str(failed[0].error)
         status.health = "failing"
         retry = self.config.service.retry
-        if status.consecutive_failures >= retry.quarantine_after_failures:
+        permanent = next((f.error for f in failed if not f.error.retryable), None)
+        if permanent is not None or status.consecutive_failures >= retry.quarantine_after_failures:
+            # A permanent error of the table itself (its hoodie.properties, a plan that cannot be made) fails again
+            # until someone changes the input: quarantined at once. Retryable ones after repeated failures.
+            if permanent is not None:
+                why = f"permanent error: {permanent.problem}"
+            else:
+                why = f"{status.consecutive_failures} failures in a row"
             status.quarantined_until = time.time() + retry.quarantine_seconds
             status.health = "quarantined"
             self.metrics.set_quarantined(worker.label, True)
-            log.error(
-                "quarantined for %.0fs after %d failures",
-                retry.quarantine_seconds,
-                status.consecutive_failures,
-                extra={"table": worker.label},
-            )
+            log.error("quarantined for %.0fs: %s", retry.quarantine_seconds, why, extra={"table": worker.label})
 
     def _pass_in_thread(self, worker: TableWorker) -> Any:
         stopping: Callable[[], bool] = lambda: self.stopping  # noqa: E731

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from tableservice.errors import TableServiceError
 from tableservice.hudi.instant import Action, Instant, parse_instant_time, timeline_timezone
@@ -37,6 +38,8 @@ class TableSettings:
         default_factory=lambda: ServiceSettings(FailedWritesSettings(), schedule=False)
     )
     lock_timeout_s: float = 60.0
+    # An action that failed permanently (corrupt file, bad plan) is not retried for this long.
+    permanent_failure_hold_s: float = 3600.0
 
     @property
     def heartbeat_interval_ms(self) -> int:
@@ -69,9 +72,18 @@ class TableStatus:
     quarantined_until: float | None = None
     last_poll: float | None = None
     running: str | None = None
+    held_back: list[dict[str, object]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items()}
+
+
+class Failure(NamedTuple):
+    """One failure in a pass: the instant ("" when not an action's), the error and what failed."""
+
+    instant: str
+    error: TableServiceError
+    action: str = "table"
 
 
 @dataclass
@@ -82,7 +94,15 @@ class PassResult:
     cleaned: list[str] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
     rolled_back: list[str] = field(default_factory=list)
-    failed: list[tuple[str, TableServiceError]] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+    held_back: list[Failure] = field(default_factory=list)  # permanent failures of actions, also in `failed`
+
+    @property
+    def failed_not_held(self) -> list[Failure]:
+        """Failures that may pass on their own (the table backs off), and permanent ones not tied to an action's
+        instant (the table is quarantined). Permanent failures of an action are held back by the worker instead."""
+        held = {id(f.error) for f in self.held_back}
+        return [f for f in self.failed if id(f.error) not in held]
 
     def record(self, outcome: Outcome) -> None:
         """Add what executing one instant did."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from tableservice.errors import (
@@ -30,6 +31,7 @@ from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.compaction import check_supported
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
+    Failure,
     PassResult,
     RunningActions,
     TableSettings,
@@ -41,6 +43,13 @@ from tableservice.storage import Storage, StorageOptions
 __all__ = ["PassResult", "RunningActions", "TableSettings", "TableStatus", "TableWorker"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Held:
+    until: float  # monotonic
+    until_unix: float
+    error: str
 
 
 class TableWorker:
@@ -65,6 +74,7 @@ class TableWorker:
         self.running = running if running is not None else RunningActions()
         self.table: HudiTable | None = None
         self._nothing_at: dict[str, str] = {}
+        self._held: dict[tuple[str, str], _Held] = {}
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
 
     @property
@@ -76,6 +86,7 @@ class TableWorker:
         """New settings (a configuration reload): what planning found under the old policies no longer holds."""
         self._settings = value
         self._nothing_at.clear()
+        self._held.clear()
 
     @property
     def label(self) -> str:
@@ -211,7 +222,8 @@ class TableWorker:
             return False
         timeline = table.timeline()
         return any(
-            (svc.settings.execute and svc.pending(table, timeline)) or self._schedule_due(svc, table)
+            (svc.settings.execute and self._runnable(svc, svc.pending(table, timeline)))
+            or self._schedule_due(svc, table)
             for svc in self.services()
         )
 
@@ -241,7 +253,7 @@ class TableWorker:
     ) -> None:
         table = ctx.table
         if svc.settings.execute:
-            for instant in svc.pending(table, table.timeline()):
+            for instant in self._runnable(svc, svc.pending(table, table.timeline())):
                 if stop():
                     return
                 self._run_leased(ctx, svc, instant, result)
@@ -280,8 +292,41 @@ class TableWorker:
     def _worth_planning(self, service: str) -> bool:
         return self._nothing_at.get(service) != self._timeline_mark()
 
+    def _runnable(self, svc: TableService, pending: list[Instant]) -> list[Instant]:
+        """`pending` less the instants held back after a permanent failure (until their hold runs out)."""
+        now = time.monotonic()
+        for key in [k for k, held in self._held.items() if held.until <= now]:
+            del self._held[key]
+        self._report_held()
+        return [i for i in pending if (svc.name, i.requested_time) not in self._held]
+
+    def _hold(self, action: str, instant: str, error: TableServiceError) -> None:
+        """A permanent failure of one action: not retried until the hold runs out, the settings change or the daemon
+        restarts; the table's other work goes on. Shown in /status (`held_back`) and the metrics."""
+        hold_s = self.settings.permanent_failure_hold_s
+        self._held[(action, instant)] = _Held(time.monotonic() + hold_s, time.time() + hold_s, str(error))
+        log.error(
+            "%s failed permanently, not retried for %.0fs: %s",
+            action,
+            hold_s,
+            error,
+            extra={"table": self.label, "instant": instant},
+        )
+        self._report_held()
+
+    def _report_held(self) -> None:
+        self.status.held_back = [
+            {"action": a, "instant": t, "until": round(h.until_unix, 1), "error": h.error}
+            for (a, t), h in sorted(self._held.items())
+        ]
+        if self.metrics is not None:
+            for svc in self.settings.services():
+                held = sum(1 for a, _ in self._held if a == svc.name)
+                self.metrics.set_held_back(self.label, svc.name, held)
+
     def _guarded(self, action: str, instant: str, result: PassResult, fn: Callable[[], T]) -> T | None:
-        """Run one action: a typed failure is recorded (result, metrics, log) and the pass goes on."""
+        """Run one action: a typed failure is recorded (result, metrics, log) and the pass goes on. A permanent
+        failure of an action on a pending instant holds that instant back (`_hold`)."""
         started = time.monotonic()
         try:
             out = fn()
@@ -294,11 +339,16 @@ class TableWorker:
             log.warning("%s abandoned: %s", action, e, extra={"table": self.label, "instant": instant})
             return None
         except TableServiceError as e:
-            result.failed.append((instant, e))
+            failure = Failure(instant, e, action)
+            result.failed.append(failure)
             if self.metrics is not None:
                 self.metrics.action_failed(self.label, action)
                 self.metrics.table_error(self.label, e)
-            log.error("%s failed: %s", action, e, extra={"table": self.label, "instant": instant})
+            if not e.retryable and instant:
+                result.held_back.append(failure)
+                self._hold(action, instant, e)
+            else:
+                log.error("%s failed: %s", action, e, extra={"table": self.label, "instant": instant})
             return None
         if self.metrics is not None:
             self.metrics.action_completed(self.label, action, duration_seconds=time.monotonic() - started)
