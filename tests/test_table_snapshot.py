@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from daemon_helpers import mor_table
+from oracle import assert_same_rows, hudi_read
 
+from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.instant import Action
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableConfig, load_table_config, store_table_config
@@ -20,7 +22,7 @@ from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
-from tableservice.service.compaction import schedule_compaction
+from tableservice.service.compaction import execute_compaction, schedule_compaction
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import FileInfo, Storage
@@ -121,3 +123,26 @@ def test_a_writer_enabling_the_metadata_table_is_noticed_without_a_restart(tmp_p
     assert not worker.needs_pass()
     text = metrics.render()[0].decode()
     assert 'tableservice_table_unsupported{reason="metadata_table",table="t"} 1.0' in text
+
+
+@pytest.mark.spark
+@pytest.mark.oracle
+def test_a_metadata_table_enabled_while_a_compaction_runs_leaves_it_uncommitted(
+    tmp_path: Path, spark_executor: Any
+) -> None:
+    path = mor_table(tmp_path / "t", records=200, commits=3)
+    table = HudiTable.open(Storage(), path)
+    ctx = TableContext(table=table, lock=InProcessLockProvider().table_lock("t", path), executor=spark_executor)
+    scheduled = schedule_compaction(ctx, CompactionPolicy(), force=True)
+    assert scheduled is not None
+    # While the plan waits, a writer commits and enables the metadata table beside it.
+    client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=60))
+    client.apply(next(iter(Workload(20, 1, 0.0, 0.0, partitions=2, seed=5).steps())))
+    after_write = hudi_read(path)
+    _enable_metadata_table(path)
+    with pytest.raises(UnsupportedTableError, match="metadata table was enabled"):
+        execute_compaction(ctx, scheduled.requested_time)
+    fresh = HudiTable.open(Storage(), path).timeline()
+    pending = fresh.get(scheduled.requested_time, Action.COMPACTION)
+    assert pending is not None and not pending.is_completed
+    assert_same_rows(hudi_read(path), after_write)

@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar, runtime_checkable
 
+from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.instant import Action, Instant
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.table import HudiTable
@@ -76,8 +77,17 @@ class Change:
 def update_metadata_table(table: HudiTable, timeline: Timeline, change: Change) -> None:
     """Keep the table's metadata table in step with `change`: called by every commit under the table lock, after
     the conflict checks and before the data table's timeline is written. Tables with a metadata table are not
-    served yet, so there is nothing to do here today."""
-    del table, timeline, change
+    served yet, so there is nothing to write; but a writer may have enabled one since the action started (the
+    configuration is read again with the timeline under the lock): a completed action that the metadata table
+    does not record would hide its files from readers that list through it, so nothing is committed."""
+    del timeline
+    if change.kind is ChangeKind.COMPLETE and table.config.has_metadata_table:
+        raise UnsupportedTableError(
+            f"a metadata table was enabled while {change.instant} ran; it is left uncommitted until the metadata "
+            "table is kept in step",
+            table=table.name,
+            path=table.config.path,
+        )
 
 
 def no_lock() -> AbstractContextManager[object]:
