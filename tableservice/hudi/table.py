@@ -18,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tableservice.errors import InvalidPlanError, InvalidTimelineError, TableServiceError
@@ -52,6 +53,21 @@ META_FIELDS = (
     "_hoodie_partition_path",
     "_hoodie_file_name",
 )
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """The table as one pass sees it: its configuration and timeline, read together. Immutable: a step that needs
+    a fresher view takes a new snapshot explicitly (`HudiTable.refresh()`, or `HudiTable.snapshot()` after this
+    process changed the timeline). The archived timeline is read lazily through `table`."""
+
+    table: HudiTable
+    config: TableConfig
+    timeline: Timeline
+
+    @property
+    def name(self) -> str:
+        return self.config.name
 
 
 class HudiTable:
@@ -101,6 +117,17 @@ class HudiTable:
             self._config_mark = mark
         self._timeline = timeline
         return timeline
+
+    def refresh(self) -> TableSnapshot:
+        """A new snapshot from storage (see `reload`)."""
+        self.reload()
+        return self.snapshot()
+
+    def snapshot(self) -> TableSnapshot:
+        """A snapshot of what the table holds now: the timeline its own commits left, or a fresh one when it holds
+        none (see `applied` and `forget_timeline`)."""
+        timeline = self.timeline()
+        return TableSnapshot(self, self.config, timeline)
 
     def _reread_config(self) -> bool:
         """Read `hoodie.properties` again; True when it changed (the timeline must then be loaded again)."""

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from tableservice.hudi.archival import archive
 from tableservice.hudi.instant import Instant
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table import TableSnapshot
 from tableservice.locks import LockHandle
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.service.actions import TableContext
@@ -21,14 +20,14 @@ class ArchivalService:
     def __init__(self, settings: ServiceSettings[ArchivalPolicy]) -> None:
         self.settings = settings
 
-    def applies(self, table: HudiTable) -> bool:
+    def applies(self, snapshot: TableSnapshot) -> bool:
         return True
 
-    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+    def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return []
 
-    def due(self, table: HudiTable, timeline: Timeline) -> bool:
-        return len(timeline.completed_writes()) > self.settings.policy.max_commits
+    def due(self, snapshot: TableSnapshot) -> bool:
+        return len(snapshot.timeline.completed_writes()) > self.settings.policy.max_commits
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         """The newest instant the policy would archive now, or None when its bounds hold everything back."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from tableservice.hudi.clean import execute_clean, schedule_clean
 from tableservice.hudi.instant import Action, Instant
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table import TableSnapshot
 from tableservice.locks import LockHandle
 from tableservice.planning.clean import CleanPlanner, clean_due
 from tableservice.planning.clean_policy import CleanPolicy
@@ -21,16 +20,16 @@ class CleanService:
     def __init__(self, settings: ServiceSettings[CleanPolicy]) -> None:
         self.settings = settings
 
-    def applies(self, table: HudiTable) -> bool:
+    def applies(self, snapshot: TableSnapshot) -> bool:
         return True
 
-    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
-        return list(timeline.pending_of(Action.CLEAN))
+    def pending(self, snapshot: TableSnapshot) -> list[Instant]:
+        return list(snapshot.timeline.pending_of(Action.CLEAN))
 
-    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+    def due(self, snapshot: TableSnapshot) -> bool:
         if not self.settings.policy.enabled:
             return False
-        return clean_due(table, timeline, self.settings.policy)[0]
+        return clean_due(snapshot.table, snapshot.timeline, self.settings.policy)[0]
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         return schedule_clean(ctx.table, CleanPlanner(self.settings.policy), lock=ctx.lock_factory(), force=True)

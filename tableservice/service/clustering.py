@@ -24,7 +24,7 @@ from tableservice.hudi.instant import Instant, State
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.rollback import rollback
 from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline import Timeline
 from tableservice.locks import LockHandle
 from tableservice.planning.clustering import clustering_action, encode_requested_clustering, plan_clustering
@@ -210,16 +210,16 @@ class ClusteringService:
     def __init__(self, settings: ServiceSettings[ClusteringPolicy]) -> None:
         self.settings = settings
 
-    def applies(self, table: HudiTable) -> bool:
+    def applies(self, snapshot: TableSnapshot) -> bool:
         return True
 
-    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
-        return pending_clustering(table, timeline)
+    def pending(self, snapshot: TableSnapshot) -> list[Instant]:
+        return pending_clustering(snapshot.table, snapshot.timeline)
 
-    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+    def due(self, snapshot: TableSnapshot) -> bool:
         if not self.settings.policy.enabled:
             return False
-        return clustering_due(table, timeline, self.settings.policy)[0]
+        return clustering_due(snapshot.table, snapshot.timeline, self.settings.policy)[0]
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         return schedule_clustering(ctx, self.settings.policy, force=True)

@@ -19,7 +19,7 @@ from tableservice.hudi.conflicts import without_replaced_groups
 from tableservice.hudi.instant import Action, Instant, State
 from tableservice.hudi.models import HoodieWriteStat, encode_compaction_plan
 from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline import Timeline
 from tableservice.locks import LockHandle
 from tableservice.planning.compaction import CompactionBlockedError, plan_compaction
@@ -183,16 +183,16 @@ class CompactionService:
     def __init__(self, settings: ServiceSettings[CompactionPolicy]) -> None:
         self.settings = settings
 
-    def applies(self, table: HudiTable) -> bool:
-        return table.config.is_mor
+    def applies(self, snapshot: TableSnapshot) -> bool:
+        return snapshot.config.is_mor
 
-    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
-        return list(timeline.pending_compactions())
+    def pending(self, snapshot: TableSnapshot) -> list[Instant]:
+        return list(snapshot.timeline.pending_compactions())
 
-    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+    def due(self, snapshot: TableSnapshot) -> bool:
         if not self.settings.policy.enabled:
             return False
-        state = CompactionTableState.of(table, self.settings.policy, timeline=timeline)
+        state = CompactionTableState.of(snapshot.table, self.settings.policy, timeline=snapshot.timeline)
         return compaction_due(state, self.settings.policy, datetime.now(UTC)).due
 
     def schedule(self, ctx: TableContext) -> Instant | None:

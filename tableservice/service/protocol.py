@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from tableservice.hudi.instant import Instant
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table import TableSnapshot
 from tableservice.locks import LockHandle
 from tableservice.service.actions import TableContext
 
@@ -61,13 +60,13 @@ class TableService(Protocol):
     @property
     def settings(self) -> ServiceSettings[Any]: ...
 
-    def applies(self, table: HudiTable) -> bool:
+    def applies(self, snapshot: TableSnapshot) -> bool:
         """Whether the service serves this table at all (compaction: merge-on-read tables)."""
 
-    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+    def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         """Instants to execute now, oldest first."""
 
-    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+    def due(self, snapshot: TableSnapshot) -> bool:
         """Whether the policy says a new action should be scheduled (no listing beyond what the trigger needs)."""
 
     def schedule(self, ctx: TableContext) -> Instant | None:

@@ -10,8 +10,7 @@ from tableservice.errors import InstantNotPendingError
 from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
 from tableservice.hudi.instant import Action, Instant
 from tableservice.hudi.rollback import resume_rollback, rollback
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table import TableSnapshot
 from tableservice.locks import LockHandle
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceSettings
@@ -33,21 +32,21 @@ class RollbackService:
     def __init__(self, settings: ServiceSettings[FailedWritesSettings]) -> None:
         self.settings = settings
 
-    def applies(self, table: HudiTable) -> bool:
+    def applies(self, snapshot: TableSnapshot) -> bool:
         return True
 
-    def pending(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
+    def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         policy = self.settings.policy
         failed = failed_writes(
-            table,
+            snapshot.table,
             policy.policy,
-            timeline=timeline,
+            timeline=snapshot.timeline,
             heartbeat_interval_ms=policy.heartbeat_interval_ms,
             tolerable_misses=policy.heartbeat_tolerable_misses,
         )
-        return list(timeline.pending_of(Action.ROLLBACK)) + failed
+        return list(snapshot.timeline.pending_of(Action.ROLLBACK)) + failed
 
-    def due(self, table: HudiTable, timeline: Timeline) -> bool:
+    def due(self, snapshot: TableSnapshot) -> bool:
         return False
 
     def schedule(self, ctx: TableContext) -> Instant | None:

@@ -24,7 +24,7 @@ from tableservice.errors import (
 )
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.instant import Action, Instant
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table import HudiTable, TableSnapshot
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
 from tableservice.service.actions import ActionHooks, TableContext
@@ -73,6 +73,7 @@ class TableWorker:
         self.storage_options = storage_options
         self.running = running if running is not None else RunningActions()
         self.table: HudiTable | None = None
+        self.snapshot: TableSnapshot | None = None  # what the current pass sees
         self._nothing_at: dict[str, str] = {}
         self._held: dict[tuple[str, str], _Held] = {}
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
@@ -130,7 +131,8 @@ class TableWorker:
         started = time.monotonic()
         table = self._open()
         try:
-            timeline = table.reload() if reload else table.timeline()
+            self.snapshot = table.refresh() if reload else table.snapshot()
+            timeline = self.snapshot.timeline
             config = table.config
             self.status.table_type = config.table_type.value
             self.status.table_version = config.version
@@ -187,10 +189,15 @@ class TableWorker:
 
     # --- what a pass would do -----------------------------------------------------------------------
 
+    def _snapshot(self) -> TableSnapshot:
+        if self.snapshot is None:
+            self.snapshot = self._open().refresh()
+        return self.snapshot
+
     def services(self) -> list[TableService]:
         """The services serving this table, in Hudi's order."""
-        table = self._open()
-        return [svc for svc in self.settings.services() if svc.applies(table)]
+        snapshot = self._snapshot()
+        return [svc for svc in self.settings.services() if svc.applies(snapshot)]
 
     def service(self, name: str) -> TableService:
         for svc in self.settings.services():
@@ -199,31 +206,26 @@ class TableWorker:
         raise KeyError(name)
 
     def pending(self, name: str) -> list[Instant]:
-        """Instants the service would execute now, on the timeline of the last load."""
-        table = self._open()
-        return self.service(name).pending(table, table.timeline())
+        """Instants the service would execute now, on the snapshot of the last poll."""
+        return self.service(name).pending(self._snapshot())
 
     def due(self, name: str) -> bool:
         """Whether a pass would schedule an action of the service now (on the timeline of the last load; only a
         trigger that needs file sizes lists files)."""
-        svc = self.service(name)
-        table = self._open()
-        return self._schedule_due(svc, table)
+        return self._schedule_due(self.service(name), self._snapshot())
 
-    def _schedule_due(self, svc: TableService, table: HudiTable) -> bool:
-        if table.config.has_metadata_table or not svc.settings.schedule or not svc.applies(table):
+    def _schedule_due(self, svc: TableService, snapshot: TableSnapshot) -> bool:
+        if snapshot.config.has_metadata_table or not svc.settings.schedule or not svc.applies(snapshot):
             return False
-        return self._worth_planning(svc.name) and svc.due(table, table.timeline())
+        return self._worth_planning(svc.name, snapshot) and svc.due(snapshot)
 
     def needs_pass(self) -> bool:
         """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled."""
-        table = self._open()
-        if table.config.has_metadata_table:
+        snapshot = self._snapshot()
+        if snapshot.config.has_metadata_table:
             return False
-        timeline = table.timeline()
         return any(
-            (svc.settings.execute and self._runnable(svc, svc.pending(table, timeline)))
-            or self._schedule_due(svc, table)
+            (svc.settings.execute and self._runnable(svc, svc.pending(snapshot))) or self._schedule_due(svc, snapshot)
             for svc in self.services()
         )
 
@@ -233,64 +235,78 @@ class TableWorker:
         self, *, allow_schedule: bool = True, stop: Callable[[], bool] = lambda: False, reload: bool = True
     ) -> PassResult:
         """One pass: each service in Hudi's order executes its pending instants (oldest first), then schedules one
-        action when its policy says one is due and executes it. Without `reload`, the pass starts from the timeline
+        action when its policy says one is due and executes it. Without `reload`, the pass starts from the snapshot
         of the last poll (the daemon polls first to decide whether a pass is needed)."""
         result = PassResult()
         self.poll(reload=reload)
-        table = self._open()
-        if table.config.has_metadata_table:
+        snapshot = self._snapshot()
+        if snapshot.config.has_metadata_table:
             return result
-        ctx = self._context(table)
+        ctx = self._context(snapshot.table)
         for svc in self.services():
             if stop():
                 break
-            self._serve(ctx, svc, result, allow_schedule, stop)
+            snapshot = self._serve(ctx, svc, snapshot, result, allow_schedule, stop)
         self.poll(reload=False)  # the table holds the timeline its commits left, or loads one
         return result
 
     def _serve(
-        self, ctx: TableContext, svc: TableService, result: PassResult, allow_schedule: bool, stop: Callable[[], bool]
-    ) -> None:
-        table = ctx.table
+        self,
+        ctx: TableContext,
+        svc: TableService,
+        snapshot: TableSnapshot,
+        result: PassResult,
+        allow_schedule: bool,
+        stop: Callable[[], bool],
+    ) -> TableSnapshot:
+        """One service's turn on `snapshot`; returns the snapshot the next service starts from: a new one (taken
+        explicitly) when this one changed the timeline."""
+        changed = False
         if svc.settings.execute:
-            for instant in self._runnable(svc, svc.pending(table, table.timeline())):
+            for instant in self._runnable(svc, svc.pending(snapshot)):
                 if stop():
-                    return
+                    break
                 self._run_leased(ctx, svc, instant, result)
-        if not allow_schedule or stop() or not self._schedule_due(svc, table):
-            return
-        try:
-            scheduled = svc.schedule(ctx)
-        except SchedulingDeferred as e:
-            log.info("%s", e, extra={"table": self.label})
-            return
-        self._planned(svc.name, scheduled)
-        if scheduled is None:
-            return
-        if svc.plans_on_timeline:
-            result.scheduled.append(scheduled.requested_time)
-            if self.metrics is not None:
-                self.metrics.action_scheduled(self.label, svc.name)
-        if svc.settings.execute and not stop():
-            self._run_leased(ctx, svc, scheduled, result)
+                changed = True
+        if allow_schedule and not stop() and self._schedule_due(svc, snapshot):
+            changed = True  # planning re-read the timeline under the lock, whatever it found
+            try:
+                scheduled = svc.schedule(ctx)
+            except SchedulingDeferred as e:
+                log.info("%s", e, extra={"table": self.label})
+                scheduled = None
+            else:
+                self._planned(svc.name, scheduled, ctx.table.snapshot())
+            if scheduled is not None:
+                if svc.plans_on_timeline:
+                    result.scheduled.append(scheduled.requested_time)
+                    if self.metrics is not None:
+                        self.metrics.action_scheduled(self.label, svc.name)
+                if svc.settings.execute and not stop():
+                    self._run_leased(ctx, svc, scheduled, result)
+        if not changed:
+            return snapshot
+        self.snapshot = ctx.table.snapshot()
+        return self.snapshot
 
-    def _timeline_mark(self) -> str:
+    @staticmethod
+    def _timeline_mark(snapshot: TableSnapshot) -> str:
         """A mark of the completed timeline that moves with any change to it: a new write, or a clean, rollback or
         removed savepoint that frees a bound."""
-        done = self._open().timeline().completed().instants
+        done = snapshot.timeline.completed().instants
         return f"{len(done)}:{done[-1].requested_time}.{done[-1].action.value}" if done else ""
 
-    def _planned(self, service: str, scheduled: Instant | None) -> None:
-        """After a due trigger: remember that planning found nothing to do on the timeline as it is now, so that an
-        idle table is not planned again (a listing) on every poll while its trigger stays due. Only a due trigger
-        may record this: a trigger that is not due yet (elapsed time) must be asked again on the next poll."""
+    def _planned(self, service: str, scheduled: Instant | None, snapshot: TableSnapshot) -> None:
+        """After a due trigger: remember that planning found nothing to do on `snapshot` (the timeline it planned
+        on), so that an idle table is not planned again (a listing) on every poll while its trigger stays due. Only a
+        due trigger may record this: a trigger that is not due yet (elapsed time) must be asked again."""
         if scheduled is None:
-            self._nothing_at[service] = self._timeline_mark()
+            self._nothing_at[service] = self._timeline_mark(snapshot)
         else:
             self._nothing_at.pop(service, None)
 
-    def _worth_planning(self, service: str) -> bool:
-        return self._nothing_at.get(service) != self._timeline_mark()
+    def _worth_planning(self, service: str, snapshot: TableSnapshot) -> bool:
+        return self._nothing_at.get(service) != self._timeline_mark(snapshot)
 
     def _runnable(self, svc: TableService, pending: list[Instant]) -> list[Instant]:
         """`pending` less the instants held back after a permanent failure (until their hold runs out)."""
@@ -361,7 +377,7 @@ class TableWorker:
         table = self._open()
         svc = self.service(service)
         result = PassResult()
-        for instant in svc.pending(table, table.reload()):
+        for instant in svc.pending(table.refresh()):
             if instant.requested_time == instant_time:
                 self._run_leased(self.context(), svc, instant, result, refuse=True)
         return result
