@@ -10,18 +10,12 @@ from tableservice.hudi.table import TableSnapshot
 from tableservice.locks import LockHandle
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.service.actions import TableContext
-from tableservice.service.protocol import Outcome, ServiceSettings
+from tableservice.service.protocol import Outcome, ServiceBase
 
 
-class ArchivalService:
+class ArchivalService(ServiceBase[ArchivalPolicy]):
     name = "archival"
     plans_on_timeline = False
-
-    def __init__(self, settings: ServiceSettings[ArchivalPolicy]) -> None:
-        self.settings = settings
-
-    def applies(self, snapshot: TableSnapshot) -> bool:
-        return True
 
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return []

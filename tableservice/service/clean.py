@@ -10,18 +10,11 @@ from tableservice.locks import LockHandle
 from tableservice.planning.clean import CleanPlanner, clean_due
 from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.service.actions import TableContext
-from tableservice.service.protocol import Outcome, ServiceSettings
+from tableservice.service.protocol import Outcome, ServiceBase
 
 
-class CleanService:
+class CleanService(ServiceBase[CleanPolicy]):
     name = "clean"
-    plans_on_timeline = True
-
-    def __init__(self, settings: ServiceSettings[CleanPolicy]) -> None:
-        self.settings = settings
-
-    def applies(self, snapshot: TableSnapshot) -> bool:
-        return True
 
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return list(snapshot.timeline.pending_of(Action.CLEAN))
@@ -33,9 +26,6 @@ class CleanService:
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         return schedule_clean(ctx.table, CleanPlanner(self.settings.policy), lock=ctx.lock_factory(), force=True)
-
-    def lease_name(self, instant: Instant) -> str:
-        return f"clean-{instant.requested_time}"
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         metadata = execute_clean(ctx.table, instant, lock=ctx.lock_factory(), lease=lease, require_pending=True)

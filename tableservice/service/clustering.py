@@ -32,7 +32,7 @@ from tableservice.planning.clustering_policy import ClusteringPolicy, LayoutOpti
 from tableservice.planning.clustering_trigger import clustering_due
 from tableservice.planning.clustering_validate import ClusteringGroupInput, validate_clustering_plan
 from tableservice.service.actions import TableContext, check_no_metadata_table, pending_plan, run_plan
-from tableservice.service.protocol import Outcome, ServiceSettings
+from tableservice.service.protocol import Outcome, ServiceBase
 
 log = logging.getLogger(__name__)
 
@@ -201,17 +201,10 @@ def execute_clustering(
     return ClusteringResult(done, tuple(stats), replaced_t, seconds)
 
 
-class ClusteringService:
+class ClusteringService(ServiceBase[ClusteringPolicy]):
     """Clustering (the `TableService` protocol); v6 replace commits holding a clustering plan count as pending."""
 
     name = "clustering"
-    plans_on_timeline = True
-
-    def __init__(self, settings: ServiceSettings[ClusteringPolicy]) -> None:
-        self.settings = settings
-
-    def applies(self, snapshot: TableSnapshot) -> bool:
-        return True
 
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return pending_clustering(snapshot.table, snapshot.timeline)
@@ -223,9 +216,6 @@ class ClusteringService:
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         return schedule_clustering(ctx, self.settings.policy, force=True)
-
-    def lease_name(self, instant: Instant) -> str:
-        return f"clustering-{instant.requested_time}"
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         done = execute_clustering(ctx, instant.requested_time, self.settings.policy, lease=lease)

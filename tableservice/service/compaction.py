@@ -32,7 +32,7 @@ from tableservice.service.actions import (
     pending_plan,
     run_plan,
 )
-from tableservice.service.protocol import Outcome, SchedulingDeferred, ServiceSettings
+from tableservice.service.protocol import Outcome, SchedulingDeferred, ServiceBase
 
 log = logging.getLogger(__name__)
 
@@ -174,14 +174,10 @@ def execute_compaction(
     return CompactionResult(done, tuple(stats), seconds)
 
 
-class CompactionService:
+class CompactionService(ServiceBase[CompactionPolicy]):
     """Compaction of merge-on-read tables (the `TableService` protocol)."""
 
     name = "compaction"
-    plans_on_timeline = True
-
-    def __init__(self, settings: ServiceSettings[CompactionPolicy]) -> None:
-        self.settings = settings
 
     def applies(self, snapshot: TableSnapshot) -> bool:
         return snapshot.config.is_mor
@@ -200,9 +196,6 @@ class CompactionService:
             return schedule_compaction(ctx, self.settings.policy, force=True)
         except CompactionBlockedError as e:  # table version 6: waits for the earlier write to finish
             raise SchedulingDeferred(f"compaction deferred: {e.problem}") from e
-
-    def lease_name(self, instant: Instant) -> str:
-        return f"compaction-{instant.requested_time}"
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         done = execute_compaction(ctx, instant.requested_time, lease=lease)

@@ -9,7 +9,7 @@ one class implementing `TableService` and one entry in `services_for`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from tableservice.hudi.instant import Instant
 from tableservice.hudi.table import TableSnapshot
@@ -44,6 +44,22 @@ class Outcome:
 class SchedulingDeferred(Exception):
     """Raised by `TableService.schedule` when a plan cannot be made yet but may be soon (e.g. table version 6 waits
     for an earlier write): the pass asks again on the next poll instead of remembering that nothing was due."""
+
+
+class ServiceBase(Generic[P]):
+    """What most services share: their settings, serving every table, one lease per instant."""
+
+    name: ClassVar[str]
+    plans_on_timeline: ClassVar[bool] = True
+
+    def __init__(self, settings: ServiceSettings[P]) -> None:
+        self.settings = settings
+
+    def applies(self, snapshot: TableSnapshot) -> bool:
+        return True
+
+    def lease_name(self, instant: Instant) -> str:
+        return f"{self.name}-{instant.requested_time}"
 
 
 class TableService(Protocol):

@@ -13,7 +13,7 @@ from tableservice.hudi.rollback import resume_rollback, rollback
 from tableservice.hudi.table import TableSnapshot
 from tableservice.locks import LockHandle
 from tableservice.service.actions import TableContext
-from tableservice.service.protocol import Outcome, ServiceSettings
+from tableservice.service.protocol import Outcome, ServiceBase
 
 
 @dataclass(frozen=True)
@@ -25,15 +25,9 @@ class FailedWritesSettings:
     heartbeat_tolerable_misses: int = 2
 
 
-class RollbackService:
+class RollbackService(ServiceBase[FailedWritesSettings]):
     name = "rollback"
     plans_on_timeline = False
-
-    def __init__(self, settings: ServiceSettings[FailedWritesSettings]) -> None:
-        self.settings = settings
-
-    def applies(self, snapshot: TableSnapshot) -> bool:
-        return True
 
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         policy = self.settings.policy
@@ -51,9 +45,6 @@ class RollbackService:
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         return None
-
-    def lease_name(self, instant: Instant) -> str:
-        return f"rollback-{instant.requested_time}"
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         current = ctx.table.reload().get(instant.requested_time, instant.action)
