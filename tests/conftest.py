@@ -49,8 +49,12 @@ def s3_bucket(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> tuple[Storag
 
 @pytest.fixture(scope="session")
 def spark_executor() -> Iterator[object]:
-    """The one local SparkSession of the test run (local[2], UI off)."""
+    """The one local SparkSession of the test run (local[2], UI off). Its Python workers take S3 credentials from
+    the environment they start with, as a deployment's executors do (tasks never carry credentials): the test
+    moto server's, set before the session starts."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", MotoServer.access_key_id)
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", MotoServer.secret_access_key)
     from tableservice.executors.spark import SparkExecutor, SparkSettings
 
     executor = SparkExecutor(

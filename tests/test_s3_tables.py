@@ -66,3 +66,51 @@ def test_mor_table_on_s3(version: int, s3_bucket: tuple[Storage, str], moto: Mot
     assert_same_rows(read(table, ReadOptions(as_of=instants[0])), _hudi_rs_read(uri, moto, instants[0]), "as of")
     # s3a:// URIs, as Hudi's Java writers spell them, name the same table.
     assert_same_rows(read(HudiTable.open(storage, uri.replace("s3://", "s3a://"))), ours, "s3a")
+
+
+@pytest.mark.spark
+def test_compaction_on_s3_runs_on_spark_without_shipping_credentials(
+    s3_bucket: tuple[Storage, str], moto: MotoServer, spark_executor: Any
+) -> None:
+    """The driver's storage options hold credentials; the tasks carry only the endpoint and region, and the Spark
+    workers reach the bucket with credentials from their own environment."""
+    from tableservice.locks import InProcessLockProvider
+    from tableservice.planning.policy import CompactionPolicy
+    from tableservice.service.actions import TableContext
+    from tableservice.service.compaction import execute_compaction, schedule_compaction
+
+    storage, root = s3_bucket
+    uri = f"{root}/trips_compacted"
+    create_table(
+        storage,
+        uri,
+        TableSpec(
+            name="trips",
+            table_type=TableType.MERGE_ON_READ,
+            version=9,
+            schema=avro_schema_from_arrow(TRIP_SCHEMA, "trips_record", "hoodie.trips"),
+            record_key_fields=("uuid",),
+            partition_fields=("city",),
+            ordering_fields=("ts",),
+        ),
+    )
+    client = WriteClient(storage, uri, options=WriteOptions(max_file_records=100))
+    for step in Workload(300, 3, 0.3, 0.05, partitions=2).steps():
+        client.apply(step)
+    before = _hudi_rs_read(uri, moto)
+    table = HudiTable.open(storage, uri)
+    assert storage.options.secret_access_key  # the driver holds credentials
+    ctx = TableContext(
+        table=table,
+        lock=InProcessLockProvider().table_lock("trips", uri),
+        executor=spark_executor,
+        storage_options=storage.options,
+    )
+    scheduled = schedule_compaction(ctx, CompactionPolicy(), force=True)
+    assert scheduled is not None
+    done = execute_compaction(ctx, scheduled.requested_time)
+    assert done.instant.is_completed and done.stats
+    assert all(s.path and not s.path.endswith(".log") for s in done.stats)
+    after = _hudi_rs_read(uri, moto)
+    drop = ["_hoodie_file_name"]  # the rows moved into the new base files
+    assert_same_rows(after.drop_columns(drop), before.drop_columns(drop), "S3 snapshot after compaction")

@@ -103,6 +103,13 @@ def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str])
         )
 
 
+def task_payload(tasks: Sequence[Task], storage_options: StorageOptions | None) -> list[str]:
+    """What a job ships to Spark: each task as JSON, with the storage settings that may travel (no credentials:
+    executors take those from their own environment)."""
+    opts = json.dumps(storage_options.shareable() if storage_options is not None else {}, sort_keys=True)
+    return [replace(t, extra={**t.extra, "storage_options": opts}).to_json() for t in tasks]
+
+
 class SparkExecutor:
     """Owns the SparkSession; thread-safe for concurrent actions (one job tag per action)."""
 
@@ -200,8 +207,7 @@ class SparkExecutor:
         if not tasks:
             return []
         spark = self.session
-        opts = json.dumps({k: v for k, v in (storage_options.__dict__ if storage_options else {}).items() if v})
-        payload = [replace(t, extra={**t.extra, "storage_options": opts}).to_json() for t in tasks]
+        payload = task_payload(tasks, storage_options)
         slots = parallelism if parallelism is not None else self.task_slots()
         partitions = max(1, min(slots if slots is not None else len(payload), len(payload)))
         payload = balanced(payload, [t.size_hint for t in tasks], partitions)

@@ -37,6 +37,11 @@ class StorageOptions:
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
 
+    def shareable(self) -> dict[str, str]:
+        """The settings that may travel with work shipped to other processes (Spark tasks): never credentials;
+        those processes take them from their own environment (the usual AWS sources), as Spark's S3A does."""
+        return {k: v for k, v in (("endpoint_url", self.endpoint_url), ("region", self.region)) if v}
+
     @classmethod
     def from_env(cls) -> StorageOptions:
         """Options from `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` and `AWS_REGION`; credentials stay with AWS."""
