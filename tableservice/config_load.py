@@ -97,19 +97,34 @@ def _render(item: ConfigIssue, line: int | None) -> str:
 
 
 def parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[Loc, int]]:
-    """The document as plain data and the line (1-based) of each key path; duplicate keys are errors."""
-    loader = yaml.SafeLoader(text)
+    """The document as plain data and the line (1-based) of each key path; duplicate keys are errors. Every
+    YAML problem (bad characters, syntax, an alias that expands beyond `MAX_EXPANDED_NODES`) is a ConfigError
+    naming the file and, when known, the line and column."""
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, source)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ConfigError(f"YAML syntax error{where}: {e.problem or e}", path=source) from None
+    except yaml.reader.ReaderError as e:
+        line, column = _line_column(text, e.position)
+        raise ConfigError(
+            f"YAML error at line {line}, column {column}: character {e.character:#06x} is not allowed "
+            f"({e.reason})",
+            path=source,
+        ) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"YAML error: {e}", path=source) from None
+    except RecursionError:
+        raise ConfigError("YAML error: the document is nested too deeply", path=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if data is None:
         return {}, {}
     if not isinstance(data, dict):
@@ -121,6 +136,57 @@ def parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[Loc, int]]:
     if problems:
         raise ConfigValidationError(problems, source=source, lines=lines)
     return data, lines
+
+
+# A document without aliases is as large as its text; aliases may repeat a node anywhere, and a few hundred
+# bytes of nested ones ("billion laughs") expand to billions of nodes when walked and validated. A document
+# with aliases may expand to this many nodes (far above any real configuration).
+MAX_EXPANDED_NODES = 100_000
+
+
+def _check_expansion(root: yaml.Node, source: str) -> None:
+    """Refuse aliases that expand (as the walk and validation see them) beyond MAX_EXPANDED_NODES nodes, or
+    that refer to a node containing them. Each distinct node is visited once."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # the ancestors of the node being expanded
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]  # (node, its children already pushed)
+    too_large: yaml.Node | None = None
+    while stack:
+        node, expanded = stack.pop()
+        key = id(node)
+        if key in sizes and not expanded:
+            continue
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        if not expanded:
+            if key in open_nodes:
+                raise _alias_error(node, "an alias refers to a node that contains it", source)
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        open_nodes.discard(key)
+        sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+        if too_large is None and sizes[key] > MAX_EXPANDED_NODES:
+            too_large = node
+    if too_large is not None and sizes[id(root)] > len(sizes):
+        problem = f"aliases expand to more than {MAX_EXPANDED_NODES} nodes (an alias bomb?)"
+        raise _alias_error(too_large, problem, source)
+
+
+def _alias_error(node: yaml.Node, problem: str, source: str) -> ConfigError:
+    mark = node.start_mark
+    return ConfigError(f"YAML error at line {mark.line + 1}, column {mark.column + 1}: {problem}", path=source)
+
+
+def _line_column(text: str, position: int) -> tuple[int, int]:
+    """1-based line and column of character `position` in `text`."""
+    before = text[:position]
+    line_start = before.rfind("\n") + 1
+    return before.count("\n") + 1, position - line_start + 1
 
 
 def _walk_nodes(node: yaml.Node, loc: Loc, lines: dict[Loc, int], problems: list[ConfigIssue]) -> None:
@@ -321,6 +387,7 @@ def _with_origin(item: ConfigIssue, origins: Mapping[Loc, str]) -> ConfigIssue:
 
 __all__ = [
     "ENV_PREFIX",
+    "MAX_EXPANDED_NODES",
     "ConfigValidationError",
     "apply_env_overrides",
     "find_secrets",
