@@ -114,8 +114,7 @@ def parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[Loc, int]]:
     except yaml.reader.ReaderError as e:
         line, column = _line_column(text, e.position)
         raise ConfigError(
-            f"YAML error at line {line}, column {column}: character {e.character:#06x} is not allowed "
-            f"({e.reason})",
+            f"YAML error at line {line}, column {column}: character {e.character:#06x} is not allowed ({e.reason})",
             path=source,
         ) from None
     except yaml.YAMLError as e:

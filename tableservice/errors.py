@@ -88,6 +88,10 @@ class FileMissingError(PermanentError):
     """A file the table's metadata refers to does not exist."""
 
 
+class InvalidPathError(PermanentError):
+    """A location holds characters no file system takes (a NUL byte or another control character)."""
+
+
 class AlreadyExistsError(PermanentError):
     """A file that must be created fresh already exists."""
 

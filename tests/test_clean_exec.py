@@ -169,6 +169,8 @@ def _plan_with(partition: str, paths: list[str]) -> HoodieCleanerPlan:
         "file:{path}/.hoodie/hoodie.properties",
         "file:{path}/" + SP + "/{name}",
         "file:{path}/" + SF + "/.hoodie_partition_metadata",
+        "file:{path}/" + SF + "/x\x00_0-0-0_20240101000000000.parquet",
+        "file:{path}/" + SF + "\n/x_0-0-0_20240101000000000.parquet",
     ],
 )
 def test_plan_naming_a_path_outside_the_table_is_refused(

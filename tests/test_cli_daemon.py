@@ -12,7 +12,14 @@ from fixtures import fixture_table
 from tableservice.cli import main
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.instant import Action
-from tableservice.hudi.models import HoodieCompactionOperation, HoodieCompactionPlan, encode_compaction_plan
+from tableservice.hudi.models import (
+    HoodieCleanerPlan,
+    HoodieCleanFileInfo,
+    HoodieCompactionOperation,
+    HoodieCompactionPlan,
+    encode_cleaner_plan,
+    encode_compaction_plan,
+)
 from tableservice.hudi.table import HudiTable
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import new_metrics
@@ -81,3 +88,42 @@ def test_metadata_table_is_reported_unsupported_in_metrics(tmp_path: Path) -> No
     assert not result.scheduled and not result.completed and not result.failed
     text = metrics.render()[0].decode()
     assert 'tableservice_table_unsupported{reason="metadata_table",table="trips"} 1.0' in text
+
+
+@pytest.mark.spark
+def test_once_serves_the_tables_after_one_whose_clean_plan_names_a_nul_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = mor_table(tmp_path / "bad", records=100, commits=2, name="bad")
+    good = mor_table(tmp_path / "good", records=100, commits=2, name="good")
+    table = HudiTable.open(Storage(), bad)
+    partition = "city=san_francisco"
+    plan = HoodieCleanerPlan(
+        earliest_instant_to_retain=None,
+        last_completed_commit_timestamp="",
+        policy="KEEP_LATEST_COMMITS",
+        files_to_be_deleted_per_partition={},
+        version=2,
+        file_paths_to_be_deleted_per_partition={
+            partition: (
+                HoodieCleanFileInfo(
+                    file_path=f"file:{bad}/{partition}/x\x00_0-0-0_20240101000000000.parquet",
+                    is_bootstrap_base_file=False,
+                ),
+            )
+        },
+        partitions_to_be_deleted=(),
+        extra_metadata={},
+    )
+    t = table.active.new_instant_time(table.timeline())
+    table.active.create_requested(t, Action.CLEAN, encode_cleaner_plan(plan, table_version=9))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([bad, good], max_delta_commits=1))
+    assert main(["once", "--config", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert f"table0: clean {t} failed: InvalidPlanError" in err and "control character" in err
+    good_pending = HudiTable.open(Storage(), good).timeline().pending()
+    assert [i.action for i in good_pending] == []  # served: its compaction was scheduled and completed
+    done = HudiTable.open(Storage(), good).timeline().completed().filter(lambda i: i.action is Action.COMPACTION)
+    assert len(done) == 1
+    assert HudiTable.open(Storage(), bad).timeline().get(t, Action.CLEAN).is_requested  # type: ignore[union-attr]

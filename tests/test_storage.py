@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tableservice.errors import AlreadyExistsError, FileMissingError, StorageError
+from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError
 from tableservice.storage import Storage, join, parent, to_uri
 
 
@@ -107,3 +107,13 @@ def test_created_files_are_world_readable(tmp_path: Path) -> None:
     storage.create_if_absent(str(tmp_path / "b"), b"1")
     assert (tmp_path / "a").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "b").stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "a\nb", "a\x7fb"])
+def test_control_characters_in_a_location_are_a_typed_error(tmp_path: Path, name: str) -> None:
+    storage = Storage()
+    location = str(tmp_path / name)
+    for call in (storage.read_bytes, storage.info, storage.delete, storage.exists):
+        with pytest.raises(InvalidPathError) as err:
+            call(location)
+        assert err.value.path == location

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from typing import Any
@@ -25,6 +26,8 @@ from tableservice.service.daemon import (
 )
 from tableservice.service.table_worker import TableWorker
 from tableservice.storage import Storage
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: Any) -> None:
@@ -83,7 +86,12 @@ def cmd_once(args: argparse.Namespace) -> int:
             try:
                 result = worker.run_pass()
             except TableServiceError as e:
-                print(f"{worker.label}: error: {e}", file=sys.stderr)
+                print(f"{worker.label}: error: {type(e).__name__}: {e}", file=sys.stderr)
+                failures += 1
+                continue
+            except Exception as e:  # a bug must not keep the tables after this one from being served
+                log.exception("unexpected error", extra={"table": worker.label})
+                print(f"{worker.label}: unexpected {type(e).__name__}: {e}", file=sys.stderr)
                 failures += 1
                 continue
             for instant in result.scheduled:

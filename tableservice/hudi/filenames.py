@@ -129,7 +129,10 @@ def partition_path_for(
 
 
 def check_relative_path(path: str, *, what: str, source: str) -> str:
-    """Reject a relative path that could leave the table's base path (absolute, `..`, empty segments)."""
+    """Reject a relative path that could leave the table's base path (absolute, `..`, empty segments) or that no
+    file system takes (a NUL byte or another control character)."""
+    if any(ord(c) < 32 or c == "\x7f" for c in path):
+        raise InvalidPlanError(f"{what} {path!r} holds a control character", path=source)
     if path.startswith("/") or "://" in path or path.startswith("\\"):
         raise InvalidPlanError(f"{what} {path!r} is not relative to the table", path=source)
     if any(seg == ".." for seg in path.split("/")):

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tableservice.errors import AlreadyExistsError, FileMissingError, StorageError
+from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError
 
 _S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 # Files we create are readable by other users (Spark executors often run as another user); temp files from
@@ -108,6 +108,8 @@ class Storage:
     # --- resolution --------------------------------------------------------------------------------
 
     def _resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
+        if any(ord(c) < 32 or c == "\x7f" for c in location):
+            raise InvalidPathError(f"location {location!r} holds a control character", path=location)
         uri = to_uri(location)
         if uri.startswith("s3://"):
             return self._s3fs(), uri[len("s3://") :]
