@@ -383,7 +383,8 @@ def merge_base_batch(
         and not present_of(state)[versions].any()
     ):
         # Whole-row winners: keep the base rows that win or have no log version, add the log versions that win.
-        if config.mode is MergeMode.COMMIT_TIME_ORDERING:
+        if config.mode is MergeMode.COMMIT_TIME_ORDERING or not config.ordering_fields:
+            # Without ordering fields every record has Hudi's default ordering value: ties, which the later wins.
             log_wins = np.ones(len(rows), dtype=np.bool_)
         else:
             fields = config.ordering_fields

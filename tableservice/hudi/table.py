@@ -25,6 +25,7 @@ from tableservice.errors import InvalidPlanError, InvalidTimelineError, TableSer
 from tableservice.hudi.archive import ArchivedInstant, archived_completion_times, load_archived_instants
 from tableservice.hudi.fsview import FileGroupId, FileSystemView, ViewInputs, partitions_from_listing
 from tableservice.hudi.instant import Action, Instant, State
+from tableservice.hudi.merge_config import MergeConfig, merge_config_from_properties
 from tableservice.hudi.models import (
     HoodieClusteringPlan,
     HoodieCommitMetadata,
@@ -268,6 +269,16 @@ class HudiTable:
         return [
             i for i in tl.pending() if i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT) and self.is_clustering(i)
         ]
+
+    # --- merging ------------------------------------------------------------------------------------
+
+    def merge_config(self) -> MergeConfig:
+        """How the table merges records with the same key; InvalidTableConfigError or UnsupportedTableError
+        naming `hoodie.properties` when it cannot be resolved (checked before any plan is written or run)."""
+        try:
+            return merge_config_from_properties(self.config.properties, self.config.version)
+        except TableServiceError as e:
+            raise e.with_context(table=self.name, path=self.config.path) from e
 
     # --- schema ------------------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ import pyarrow.compute as pc
 
 from tableservice.errors import InvalidPlanError, PermanentError
 from tableservice.hudi.filenames import unescape_partition_value
-from tableservice.hudi.merge import merge_config_from_properties
 from tableservice.hudi.reader import COMMIT_TIME, DEFAULT_BATCH_ROWS, BlockFilter, FileGroupReader, slices_for_read
 from tableservice.hudi.schema import add_meta_fields, arrow_schema_from_avro
 from tableservice.hudi.table import HudiTable
@@ -138,7 +137,7 @@ def iter_read(table: HudiTable, options: ReadOptions | None = None) -> Iterator[
     reader = FileGroupReader(
         table.storage,
         table_name=table.name,
-        merge_config=merge_config_from_properties(table.config.properties, table.config.version),
+        merge_config=table.merge_config(),
         schema=schema,
         block_filter=BlockFilter.for_timeline(table.config.version, timeline, as_of),
         batch_rows=opts.batch_rows,

@@ -62,6 +62,7 @@ def schedule_clustering(
 ) -> Instant | None:
     table = ctx.table
     check_no_metadata_table(table)
+    table.merge_config()  # a table whose records cannot be merged gets no plan
     if not force:  # `force`: the caller found it due; the plan is made on the timeline re-read under the lock
         due, reason = clustering_due(table, table.reload(), policy)
         if not due:
@@ -161,6 +162,7 @@ def execute_clustering(
     table = ctx.table
     check_no_metadata_table(table)
     instant, timeline = pending_plan(ctx, instant_time, "clustering", table.is_clustering)
+    table.merge_config()
     plan = table.clustering_plan(instant)
     try:
         check_clustering_inputs(table, timeline, instant, plan)

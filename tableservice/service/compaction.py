@@ -81,6 +81,7 @@ def schedule_compaction(
     """Write a compaction plan when one is due (or `force`); None when nothing is due or nothing to compact."""
     table = ctx.table
     check_supported(table)
+    table.merge_config()  # a table whose records cannot be merged gets no plan
     if not force:  # `force`: the caller found it due; the plan is made on the timeline re-read under the lock
         table.reload()
         decision = compaction_decision(ctx, policy)
@@ -149,6 +150,7 @@ def execute_compaction(
     table = ctx.table
     check_supported(table)
     instant, timeline = pending_plan(ctx, instant_time, "compaction", lambda i: i.action is Action.COMPACTION)
+    table.merge_config()
     plan = table.compaction_plan(instant)
     plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
     ops = validate_compaction_plan(table, instant, plan, plan_file=plan_file)
