@@ -24,7 +24,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from tableservice.errors import RetryableError
+from tableservice import errors
+from tableservice.errors import PermanentError, RetryableError, TableServiceError
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.tasks import Task, run_task, task_from_json
 from tableservice.storage import Storage, StorageOptions
@@ -95,7 +96,11 @@ def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str])
             storage = storages.get(opts)
             if storage is None:
                 storage = storages[opts] = Storage(StorageOptions(**json.loads(opts)) if opts != "{}" else None)
-            for stat in run_task(storage, task, token):
+            try:
+                written = run_task(storage, task, token)
+            except TableServiceError as e:  # travels to the driver inside Spark's error text
+                raise RuntimeError(encode_task_error(e, task.table_name)) from e
+            for stat in written:
                 out.append(stat.model_dump_json(by_alias=True))
                 peaks.append(_peak_rss_kb())
         yield pa.RecordBatch.from_pydict(
@@ -217,6 +222,9 @@ class SparkExecutor:
             df = spark.range(0, len(payload), 1, partitions)
             rows = df.mapInArrow(_task_worker(payload), "stat string, peak_rss_kb long").collect()
         except Exception as e:
+            typed = decode_task_error(str(e))
+            if typed is not None:  # the task's own error: a corrupt file, a bad plan, a storage error
+                raise typed from e
             raise SparkJobError(f"job {description} failed: {_short(e)}") from e
         finally:
             spark.removeTag(tag)
@@ -244,9 +252,46 @@ def balanced(payload: Sequence[str], weights: Sequence[int], partitions: int) ->
     return [payload[i] for b in bins for i in b]
 
 
+_TASK_ERROR = re.compile(r"<tableservice-task-error>(.*?)</tableservice-task-error>", re.DOTALL)
+
+
+def encode_task_error(error: TableServiceError, table: str) -> str:
+    """A typed error of a task, as text that survives Spark's wrapping of worker exceptions."""
+    fields = {
+        "class": type(error).__name__,
+        "problem": error.problem,
+        "table": error.table or table,
+        "path": error.path,
+        "retryable": error.retryable,
+    }
+    return f"<tableservice-task-error>{json.dumps(fields)}</tableservice-task-error>"
+
+
+def decode_task_error(text: str) -> TableServiceError | None:
+    """The typed error a task raised, from the text of the Spark error that carried it (None: not ours)."""
+    found = _TASK_ERROR.search(text)
+    if found is None:
+        return None
+    try:
+        fields = json.loads(found.group(1))
+        cls = getattr(errors, str(fields["class"]), None)
+        if not (isinstance(cls, type) and issubclass(cls, TableServiceError)):
+            cls = RetryableError if fields.get("retryable") else PermanentError
+        problem, table, path = str(fields["problem"]), fields.get("table"), fields.get("path")
+    except (ValueError, KeyError, TypeError):
+        return None
+    error = cls.__new__(cls)
+    TableServiceError.__init__(error, problem, table=table, path=path)
+    return error
+
+
 def _short(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:500] if text else type(e).__name__
+    """The line of a Spark error that says what went wrong: for a Python worker, the exception at the end of its
+    traceback (the first line only says that the worker raised)."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*:", line)]
+    pick = raised[-1] if raised else (lines[0] if lines else type(e).__name__)
+    return pick[:500]
 
 
 def session_info(executor: SparkExecutor) -> dict[str, Any]:
