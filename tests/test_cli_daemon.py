@@ -74,7 +74,8 @@ def test_status_lists_pending_actions_and_health(tmp_path: Path, capsys: pytest.
     assert mine["table_type"] == "MERGE_ON_READ" and mine["table_version"] == 9
     assert [(p["instant"], p["action"], p["state"]) for p in mine["pending"]] == [(t, "compaction", "REQUESTED")]
     assert mine["health"] == "ok"
-    assert by_uri[str(mdt)]["health"].startswith("unsupported: table has a metadata table")
+    assert by_uri[str(mdt)]["health"] == "unsupported"
+    assert str(by_uri[str(mdt)]["health_reason"]).startswith("table has a metadata table")
     assert by_uri[str(mdt)]["last_compaction"] == "20251220210129235"
 
 

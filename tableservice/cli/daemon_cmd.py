@@ -7,12 +7,14 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 
 from tableservice.cli.operator import add_table_arguments, operator_table
-from tableservice.config import load_config
+from tableservice.config import DaemonConfig, load_config
 from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.logsetup import configure_logging
@@ -24,6 +26,7 @@ from tableservice.service.daemon import (
     storage_options,
     table_settings,
 )
+from tableservice.service.table_state import TableHealth
 from tableservice.service.table_worker import TableWorker
 from tableservice.storage import Storage
 
@@ -60,29 +63,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return anyio.run(daemon.run)
 
 
-def _workers(config_path: str, executor: SparkExecutor) -> list[TableWorker]:
-    config = load_config(config_path)
+@contextmanager
+def _workers(config: DaemonConfig, executor: SparkExecutor) -> Iterator[list[TableWorker]]:
+    """A worker per configured table; their lock providers (ZooKeeper sessions, DynamoDB heartbeats) and the
+    executor are released on every exit path."""
     storage = Storage(storage_options(config))
     locks = LockProviders()
-    return [
-        TableWorker(
-            table_settings(config, e),
-            storage,
-            locks.for_table(config, e),
-            executor,
-            storage_options=storage_options(config),
-        )
-        for e in config.resolve_tables(storage)
-    ]
+    try:
+        yield [
+            TableWorker(
+                table_settings(config, e),
+                storage,
+                locks.for_table(config, e),
+                executor,
+                storage_options=storage_options(config),
+            )
+            for e in config.resolve_tables(storage)
+        ]
+    finally:
+        locks.close()
+        executor.stop()
 
 
 def cmd_once(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     configure_logging(config.service.log.level, config.service.log.format)
-    executor = SparkExecutor(executor_settings(config))
     failures = 0
-    try:
-        for worker in _workers(args.config, executor):
+    with _workers(config, SparkExecutor(executor_settings(config))) as workers:
+        for worker in workers:
             try:
                 result = worker.run_pass()
             except TableServiceError as e:
@@ -114,32 +122,32 @@ def cmd_once(args: argparse.Namespace) -> int:
                 what = f"{f.action} {f.instant}" if f.instant else f.action
                 print(f"{worker.label}: {what} failed: {type(f.error).__name__}: {f.error}", file=sys.stderr)
                 failures += 1
-            if worker.status.health.startswith("unsupported"):
-                print(f"{worker.label}: {worker.status.health}")
-    finally:
-        executor.stop()
+            if worker.status.health is TableHealth.UNSUPPORTED:
+                print(f"{worker.label}: unsupported: {worker.status.health_reason}")
     return 1 if failures else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     rows = []
-    for worker in _workers(args.config, SparkExecutor(executor_settings(config))):
-        try:
-            worker.poll()
-            if worker.status.health == "unknown":
-                worker.status.health = "ok"
-        except TableServiceError as e:
-            worker.status.health = f"error: {e}"
-        rows.append(worker.status.to_json())
+    with _workers(config, SparkExecutor(executor_settings(config))) as workers:
+        for worker in workers:
+            try:
+                worker.poll()
+                if worker.status.health is TableHealth.UNKNOWN:
+                    worker.status.set_health(TableHealth.OK)
+            except TableServiceError as e:
+                worker.status.set_health(TableHealth.ERROR, str(e))
+            rows.append(worker.status.to_json())
     if args.json:
         json.dump({"tables": rows}, sys.stdout, indent=2, default=str)
         print()
         return 0
     for r in rows:
         print(
-            f"{r['name']} ({r['uri']}): {r['table_type'] or '?'} v{r['table_version']}, health {r['health']}, "
-            f"last compaction {r['last_compaction'] or '-'}"
+            f"{r['name']} ({r['uri']}): {r['table_type'] or '?'} v{r['table_version']}, health {r['health']}"
+            + (f" ({r['health_reason']})" if r["health_reason"] else "")
+            + f", last compaction {r['last_compaction'] or '-'}"
         )
         pending = r["pending"]
         assert isinstance(pending, list)

@@ -15,6 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import anyio
@@ -33,7 +34,7 @@ from tableservice.service.http import HealthState, serve_http, service_routes
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.scheduler import PriorityCapacity
-from tableservice.service.table_state import Failure, RunningActions, TableSettings
+from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableSettings
 from tableservice.service.table_worker import TableWorker
 from tableservice.storage import Storage, StorageOptions
 
@@ -117,6 +118,16 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
     )
 
 
+class RunState(StrEnum):
+    """The daemon's life: STARTING until Spark is up and the tables are served, RUNNING, STOPPING once a stop
+    was asked for (running actions drain), STOPPED."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
 @dataclass
 class _TableTask:
     worker: TableWorker
@@ -143,18 +154,24 @@ class Daemon:
         self.running = RunningActions()
         self.capacity = PriorityCapacity(config.service.max_concurrent_actions)
         self.tables: dict[str, _TableTask] = {}
-        self.stopping = False
+        self.state = RunState.STARTING
         self._stop_event = anyio.Event()
         self._reload_requested = False
         self._spark_up = False
         self._config_mtime = _mtime(config_path)
         self.http_port: int | None = None
 
+    @property
+    def stopping(self) -> bool:
+        """No new action starts once a stop was asked for."""
+        return self.state in (RunState.STOPPING, RunState.STOPPED)
+
     # --- status ------------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
         return {
             "version": __version__,
+            "state": str(self.state),
             "stopping": self.stopping,
             "spark_up": self._spark_up,
             "running_actions": len(self.running),
@@ -166,31 +183,39 @@ class Daemon:
     async def run(self) -> int:
         self.metrics.set_up(True)
         self.health.add_readiness_check("spark", lambda: self._spark_up)
-        async with anyio.create_task_group() as tg:
-            http = self.config.service.http
-            routes = service_routes(metrics=self.metrics, health=self.health, status=self.status)
-            self.http_port = await tg.start(serve_http, http.host, http.port, routes)
-            log.info("serving /metrics, /healthz, /readyz and /status on %s:%s", http.host, self.http_port)
-            tg.start_soon(self._signals, tg)
-            tg.start_soon(self._heartbeat)
-            await self._start_spark()
-            self.health.set_ready(True)
-            tg.start_soon(self._watch_config, tg)
-            await self._sync_tables(tg)
-            await self._stop_event.wait()
-            await self._drain()
-            tg.cancel_scope.cancel()
-        self.metrics.set_up(False)
-        await anyio.to_thread.run_sync(self.locks.close)
-        if self._owns_executor:
-            await anyio.to_thread.run_sync(self.executor.stop)
-        log.info("stopped")
+        try:
+            async with anyio.create_task_group() as tg:
+                http = self.config.service.http
+                routes = service_routes(metrics=self.metrics, health=self.health, status=self.status)
+                self.http_port = await tg.start(serve_http, http.host, http.port, routes)
+                log.info("serving /metrics, /healthz, /readyz and /status on %s:%s", http.host, self.http_port)
+                tg.start_soon(self._signals, tg)
+                tg.start_soon(self._heartbeat)
+                await self._start_spark()
+                self.health.set_ready(True)
+                tg.start_soon(self._watch_config, tg)
+                await self._sync_tables(tg)
+                if self.state is RunState.STARTING:
+                    self.state = RunState.RUNNING
+                await self._stop_event.wait()
+                await self._drain()
+                tg.cancel_scope.cancel()
+        finally:
+            # Every exit path (a stop, a port already in use, a bug) releases the locks' sessions and Spark.
+            self.state = RunState.STOPPED
+            self.health.set_ready(False, "stopped")
+            self.metrics.set_up(False)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.locks.close)
+                if self._owns_executor:
+                    await anyio.to_thread.run_sync(self.executor.stop)
+            log.info("stopped")
         return 0
 
     def request_stop(self) -> None:
         if not self.stopping:
             log.info("stopping: no new actions; running ones get %.0fs", self.config.service.shutdown_grace_seconds)
-        self.stopping = True
+            self.state = RunState.STOPPING
         self.health.set_ready(False, "shutting down")
         self._stop_event.set()
 
@@ -342,14 +367,14 @@ class Daemon:
             self.metrics.table_error(worker.label, e)
             log.exception("unexpected error", extra={"table": worker.label})
         if not failed:
-            status.consecutive_failures = 0
-            if not status.health.startswith("unsupported"):
-                status.health = "degraded" if status.held_back else "ok"
-            status.last_error = str(status.held_back[0]["error"]) if status.held_back else None
+            held = str(status.held_back[0]["error"]) if status.held_back else None
+            status.update(consecutive_failures=0, last_error=held)
+            if status.health is not TableHealth.UNSUPPORTED:
+                status.set_health(TableHealth.DEGRADED if held else TableHealth.OK, held)
             return
-        status.consecutive_failures += 1
-        status.last_error = str(failed[0].error)
-        status.health = "failing"
+        error = str(failed[0].error)
+        status.update(consecutive_failures=status.consecutive_failures + 1, last_error=error)
+        status.set_health(TableHealth.FAILING, error)
         retry = self.config.service.retry
         permanent = next((f.error for f in failed if not f.error.retryable), None)
         if permanent is not None or status.consecutive_failures >= retry.quarantine_after_failures:
@@ -359,8 +384,8 @@ class Daemon:
                 why = f"permanent error: {permanent.problem}"
             else:
                 why = f"{status.consecutive_failures} failures in a row"
-            status.quarantined_until = time.time() + retry.quarantine_seconds
-            status.health = "quarantined"
+            status.update(quarantined_until=time.time() + retry.quarantine_seconds)
+            status.set_health(TableHealth.QUARANTINED, why)
             self.metrics.set_quarantined(worker.label, True)
             log.error("quarantined for %.0fs: %s", retry.quarantine_seconds, why, extra={"table": worker.label})
 

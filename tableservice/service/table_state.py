@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import NamedTuple
 
 from tableservice.errors import TableServiceError
@@ -56,9 +57,23 @@ class TableSettings:
         ]
 
 
+class TableHealth(StrEnum):
+    """How a table is being served; the reason says why when it is not `ok`."""
+
+    UNKNOWN = "unknown"  # not polled yet
+    OK = "ok"
+    DEGRADED = "degraded"  # served, but an action is held back after a permanent failure
+    FAILING = "failing"  # the last pass failed; retried with back-off
+    QUARANTINED = "quarantined"  # not served until `quarantined_until`
+    UNSUPPORTED = "unsupported"  # left unchanged (e.g. a metadata table)
+    ERROR = "error"  # could not be read (status command)
+
+
 @dataclass
 class TableStatus:
-    """What the daemon knows about a table (served on /status and by `tableservice status`)."""
+    """What the daemon knows about a table (served on /status and by `tableservice status`). Worker threads
+    change it and the event loop reads it: changes of several fields go through `update`, reads through
+    `to_json`, both under one lock."""
 
     uri: str
     name: str
@@ -66,16 +81,30 @@ class TableStatus:
     table_version: int = 0
     pending: list[dict[str, object]] = field(default_factory=list)
     last_compaction: str | None = None
-    health: str = "unknown"
+    health: TableHealth = TableHealth.UNKNOWN
+    health_reason: str | None = None
     last_error: str | None = None
     consecutive_failures: int = 0
     quarantined_until: float | None = None
     last_poll: float | None = None
     running: str | None = None
     held_back: list[dict[str, object]] = field(default_factory=list)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def update(self, **fields: object) -> None:
+        """Change several fields at once, as readers of `to_json` will see them together."""
+        with self._guard:
+            for name, value in fields.items():
+                if name.startswith("_") or name not in self.__dataclass_fields__:
+                    raise AttributeError(f"TableStatus has no field {name!r}")
+                setattr(self, name, value)
+
+    def set_health(self, health: TableHealth, reason: str | None = None) -> None:
+        self.update(health=health, health_reason=reason)
 
     def to_json(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items()}
+        with self._guard:
+            return {k: (str(v) if isinstance(v, TableHealth) else v) for k, v in self.__dict__.items() if k[0] != "_"}
 
 
 class Failure(NamedTuple):

@@ -34,6 +34,7 @@ from tableservice.service.table_state import (
     Failure,
     PassResult,
     RunningActions,
+    TableHealth,
     TableSettings,
     TableStatus,
     age_seconds,
@@ -126,62 +127,48 @@ class TableWorker:
     # --- polling -----------------------------------------------------------------------------------
 
     def poll(self, *, reload: bool = True) -> list[Instant]:
-        """Reload the timeline (one listing; without `reload`, the one the table holds) and report pending
-        actions; returns pending compactions."""
+        """Take a snapshot (one listing; without `reload`, of what the table holds) and report pending actions in
+        the status and the metrics; returns pending compactions (none when the table is not served)."""
         started = time.monotonic()
         table = self._open()
         try:
-            self.snapshot = table.refresh() if reload else table.snapshot()
-            timeline = self.snapshot.timeline
-            config = table.config
-            self.status.table_type = config.table_type.value
-            self.status.table_version = config.version
-            pending = list(timeline.pending())
-            self.status.pending = [
-                {
-                    "instant": i.requested_time,
-                    "action": i.action.value,
-                    "state": i.state.name,
-                    "age_seconds": round(age_seconds(i, config.timezone_name), 1),
-                }
-                for i in pending
-            ]
+            snapshot = self.snapshot = table.refresh() if reload else table.snapshot()
+            config, timeline = snapshot.config, snapshot.timeline
+            tz = config.timezone_name
             done = [i for i in timeline.completed() if i.action is Action.COMPACTION]
-            self.status.last_compaction = done[-1].requested_time if done else None
-            compactions = [i for i in pending if i.action is Action.COMPACTION]
+            self.status.update(
+                table_type=config.table_type.value,
+                table_version=config.version,
+                pending=[
+                    {
+                        "instant": i.requested_time,
+                        "action": i.action.value,
+                        "state": i.state.name,
+                        "age_seconds": round(age_seconds(i, tz), 1),
+                    }
+                    for i in timeline.pending()
+                ],
+                last_compaction=done[-1].requested_time if done else None,
+                last_poll=time.time(),
+            )
             unsupported: UnsupportedTableError | None = None
             if config.has_metadata_table:
                 try:
                     check_supported(table)
                 except UnsupportedTableError as e:
                     unsupported = e
-            if self.metrics is not None:
-                oldest = age_seconds(compactions[0], config.timezone_name) if compactions else 0.0
-                self.metrics.set_pending(self.label, "compaction", count=len(compactions), oldest_age_seconds=oldest)
-                cleans = [i for i in pending if i.action is Action.CLEAN]
-                self.metrics.set_pending(
-                    self.label,
-                    "clean",
-                    count=len(cleans),
-                    oldest_age_seconds=age_seconds(cleans[0], config.timezone_name) if cleans else 0.0,
-                )
-                clusterings = [i for i in pending if table.is_clustering(i)]
-                self.metrics.set_pending(
-                    self.label,
-                    "clustering",
-                    count=len(clusterings),
-                    oldest_age_seconds=age_seconds(clusterings[0], config.timezone_name) if clusterings else 0.0,
-                )
-                self.metrics.set_unsupported(
-                    self.label,
-                    None if unsupported is None else "metadata_table",
-                )
-                self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=True)
-            self.status.last_poll = time.time()
             if unsupported is not None:
-                self.status.health = f"unsupported: {unsupported.problem}"
-                return []
-            return compactions
+                self.status.set_health(TableHealth.UNSUPPORTED, unsupported.problem)
+            elif self.status.health is TableHealth.UNSUPPORTED:
+                self.status.set_health(TableHealth.UNKNOWN)
+            pending = {svc.name: svc.pending(snapshot) for svc in self.settings.services() if svc.plans_on_timeline}
+            if self.metrics is not None:
+                for name, instants in pending.items():
+                    oldest = age_seconds(instants[0], tz) if instants else 0.0
+                    self.metrics.set_pending(self.label, name, count=len(instants), oldest_age_seconds=oldest)
+                self.metrics.set_unsupported(self.label, None if unsupported is None else "metadata_table")
+                self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=True)
+            return [] if unsupported is not None else pending["compaction"]
         except TableServiceError:
             if self.metrics is not None:
                 self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=False)
