@@ -3,7 +3,14 @@
 Every error names what it is about: the table, the file and the offending value where they are known.
 `RetryableError` marks conditions that may pass on their own (I/O hiccups, lock contention, a commit
 that lost a race); `PermanentError` marks conditions that will fail again until someone changes the
-input (a corrupt file, a bad config, an unsupported table).
+input (a corrupt file, a bad config, an unsupported table). The daemon acts on the split: a retryable failure
+backs off; a permanent failure of an action holds that action back, of a table quarantines it.
+
+Every error class is declared here, but two that carry a value of a higher layer and live beside it:
+`tableservice.planning.compaction.CompactionBlockedError` (a ConflictError naming the blocking instant) and
+`tableservice.config_load.ConfigValidationError` (a ConfigError listing every configuration issue).
+Parsers' internal signals (`ThriftError`, the log format's `MetadataError`, `ConfigIssues` for pydantic) are
+ValueErrors that never leave their module: they are turned into the typed errors here.
 """
 
 from __future__ import annotations
@@ -71,6 +78,15 @@ class ConflictError(RetryableError):
     """Another writer changed the table in a way that conflicts with this action."""
 
 
+class StaleAttemptError(ConflictError):
+    """A task of an attempt that has been rolled back (an orphaned Spark job) must not leave files behind."""
+
+
+class SparkJobError(RetryableError):
+    """A Spark job failed or was cancelled for a reason other than a task's own typed error (executor loss,
+    cancellation, a bug in a task)."""
+
+
 class InstantNotPendingError(ConflictError):
     """The instant an action was about to execute is no longer pending: another process completed or removed it
     since it was listed. Nothing to do, and nothing failed."""
@@ -118,3 +134,12 @@ class InvalidPlanError(PermanentError):
 
 class ConfigError(PermanentError):
     """The daemon's configuration is invalid."""
+
+
+class SavepointError(PermanentError):
+    """A savepoint was refused: the instant is unknown, pending, not a commit, already savepointed or older than
+    the cleaner's window (Hudi's HoodieSavepointException). `instant_time` names the instant."""
+
+    def __init__(self, problem: str, *, instant_time: str, table: str | None = None, path: str | None = None) -> None:
+        super().__init__(problem, table=table, path=path)
+        self.instant_time = instant_time

@@ -17,8 +17,8 @@ from daemon_helpers import config_text, mor_table
 from oracle import assert_same_rows, hudi_read
 from table_model import TableModel, table_rows
 
-from tableservice.errors import ConflictError
-from tableservice.hudi.compaction import StaleAttemptError, run_compaction_task, start_attempt
+from tableservice.errors import ConflictError, StaleAttemptError
+from tableservice.hudi.compaction import run_compaction_task, start_attempt
 from tableservice.hudi.instant import Action, State
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.write.client import WriteClient, WriteOptions

@@ -25,16 +25,12 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from tableservice import errors
-from tableservice.errors import PermanentError, RetryableError, TableServiceError
+from tableservice.errors import PermanentError, RetryableError, SparkJobError, TableServiceError
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.tasks import Task, run_task, task_from_json
 from tableservice.storage import Storage, StorageOptions
 
 log = logging.getLogger(__name__)
-
-
-class SparkJobError(RetryableError):
-    """A Spark job failed or was cancelled."""
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tableservice.errors import InvalidPlanError
+from tableservice.errors import InvalidPlanError, StaleAttemptError
 from tableservice.hudi.basefile import write_base_file
-from tableservice.hudi.compaction import StaleAttemptError, check_attempt, slice_at, task_reader, with_file_name
+from tableservice.hudi.compaction import check_attempt, slice_at, task_reader, with_file_name
 from tableservice.hudi.filenames import BaseFileName
 from tableservice.hudi.fsview import partition_location
 from tableservice.hudi.models import HoodieReplaceCommitMetadata, HoodieWriteStat

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tableservice.errors import ConflictError, FileMissingError, InvalidPlanError
+from tableservice.errors import FileMissingError, InvalidPlanError, StaleAttemptError
 from tableservice.hudi.basefile import write_base_file
 from tableservice.hudi.filenames import BaseFileName, parse_base_file_name, parse_log_file_name
 from tableservice.hudi.fsview import BaseFile, FileSlice, LogFile, partition_location
@@ -190,10 +190,6 @@ def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteSt
             total_scan_time=0, total_create_time=0, total_upsert_time=int((time.monotonic() - started) * 1000)
         ),
     )
-
-
-class StaleAttemptError(ConflictError):
-    """A task of an attempt that has been rolled back (an orphaned Spark job) must not leave files behind."""
 
 
 def attempt_file(base_path: str, instant_time: str) -> str:

@@ -32,7 +32,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from tableservice.errors import PermanentError, TableServiceError
+from tableservice.errors import SavepointError, TableServiceError
 from tableservice.hudi.commit import Change, ChangeKind, LockFactory, commit
 from tableservice.hudi.instant import WRITE_ACTIONS, Action, Instant, State
 from tableservice.hudi.models import (
@@ -58,15 +58,6 @@ __all__ = [
     "savepoint_instants",
     "savepointed_files",
 ]
-
-
-class SavepointError(PermanentError):
-    """A savepoint was refused: the instant is unknown, pending, not a commit, already savepointed or older than
-    the cleaner's window (Hudi's HoodieSavepointException). `instant_time` names the instant."""
-
-    def __init__(self, problem: str, *, instant_time: str, table: str | None = None, path: str | None = None) -> None:
-        super().__init__(problem, table=table, path=path)
-        self.instant_time = instant_time
 
 
 @dataclass(frozen=True)
