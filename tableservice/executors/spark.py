@@ -117,6 +117,7 @@ class SparkExecutor:
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings
         self._session: SparkSession | None = None
+        self._owns_session = False
         self._lock = threading.Lock()
         self.last_peak_rss_kb = 0  # highest Python worker peak RSS seen by the last job
 
@@ -127,6 +128,11 @@ class SparkExecutor:
             if self._session is not None:
                 return self._session
             s = self.settings
+            active = None if s.remote else SparkSession.getActiveSession()
+            if active is not None:  # getOrCreate would return it: share it, and leave stopping it to its owner
+                self._session, self._owns_session = active, False
+                log.info("using the spark session already running in this process")
+                return active
             builder = SparkSession.builder.appName(s.app_name)
             if s.remote:
                 builder = builder.remote(s.remote)
@@ -138,7 +144,7 @@ class SparkExecutor:
                 builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
             for key, value in s.conf.items():
                 builder = builder.config(key, value)
-            self._session = builder.getOrCreate()
+            self._session, self._owns_session = builder.getOrCreate(), True
             log.info("spark session started (%s)", s.remote or s.master)
             return self._session
 
@@ -159,7 +165,8 @@ class SparkExecutor:
         with self._lock:
             if self._session is not None:
                 try:
-                    self._session.stop()
+                    if self._owns_session:
+                        self._session.stop()
                 finally:
                     self._session = None
 

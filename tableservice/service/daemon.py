@@ -78,8 +78,12 @@ class LockProviders:
         return self._by_settings[key]
 
     def close(self) -> None:
+        """Close every provider, even when one of them fails to."""
         for provider in self._by_settings.values():
-            provider.close()
+            try:
+                provider.close()
+            except Exception as e:  # the others must still be released
+                log.error("could not close lock provider %s: %s", provider.name, e)
         self._by_settings.clear()
 
 
@@ -258,7 +262,11 @@ class Daemon:
     # --- tables ------------------------------------------------------------------------------------
 
     async def _sync_tables(self, tg: TaskGroup) -> None:
-        entries = await anyio.to_thread.run_sync(self.config.resolve_tables, self.storage)
+        try:
+            entries = await anyio.to_thread.run_sync(self.config.resolve_tables, self.storage)
+        except TableServiceError as e:  # a storage hiccup while discovering must not end the daemon
+            log.error("finding the tables failed, serving the ones found before: %s", e)
+            return
         wanted = {e.uri: e for e in entries}
         for uri in list(self.tables):
             if uri not in wanted:
@@ -268,7 +276,11 @@ class Daemon:
                 log.info("no longer serving %s", uri)
         for uri, entry in wanted.items():
             settings = table_settings(self.config, entry)
-            locks = await anyio.to_thread.run_sync(self.locks.for_table, self.config, entry)
+            try:
+                locks = await anyio.to_thread.run_sync(self.locks.for_table, self.config, entry)
+            except TableServiceError as e:  # e.g. the lock service is unreachable
+                log.error("not serving %s until the next reload or discovery rescan: %s", uri, e)
+                continue
             if uri in self.tables:
                 self.tables[uri].worker.settings = settings
                 self.tables[uri].worker.locks = locks
