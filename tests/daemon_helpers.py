@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from trip_tables import create_trip_table
 
+from tableservice.hudi.instant import Instant
+from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
+from tableservice.locks import InProcessLockProvider
+from tableservice.planning.policy import CompactionPolicy
+from tableservice.service.actions import TableContext
+from tableservice.service.compaction import schedule_compaction
 from tableservice.storage import Storage
 
 
@@ -55,3 +62,18 @@ defaults:
 tables:
 {entries}
 {extra}"""
+
+
+def with_pending_compaction(path: Path, executor: object, **table: Any) -> tuple[str, TableContext, Instant]:
+    """A merge-on-read table (`mor_table` arguments) with a compaction plan scheduled on it, and the context that
+    scheduled it (in-process lock, `executor`)."""
+    location = mor_table(path, **table)
+    hudi_table = HudiTable.open(Storage(), location)
+    ctx = TableContext(
+        table=hudi_table,
+        lock=InProcessLockProvider().table_lock(hudi_table.name, location),
+        executor=executor,  # type: ignore[arg-type]
+    )
+    scheduled = schedule_compaction(ctx, CompactionPolicy(), force=True)
+    assert scheduled is not None
+    return location, ctx, scheduled

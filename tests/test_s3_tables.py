@@ -8,14 +8,13 @@ import pyarrow as pa
 import pytest
 from oracle import assert_same_rows, sort_rows
 from servers import MotoServer
+from trip_tables import create_trip_table
 
-from tableservice.hudi.schema import avro_schema_from_arrow
 from tableservice.hudi.table import HudiTable
 from tableservice.hudi.table_config import TableType
 from tableservice.hudi.table_read import ReadOptions, read
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.storage import Storage
 
 pytestmark = [pytest.mark.moto, pytest.mark.oracle]
@@ -43,19 +42,7 @@ def _hudi_rs_read(uri: str, moto: MotoServer, as_of: str | None = None) -> pa.Ta
 def test_mor_table_on_s3(version: int, s3_bucket: tuple[Storage, str], moto: MotoServer) -> None:
     storage, root = s3_bucket
     uri = f"{root}/trips_v{version}"
-    create_table(
-        storage,
-        uri,
-        TableSpec(
-            name="trips",
-            table_type=TableType.MERGE_ON_READ,
-            version=version,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "trips_record", "hoodie.trips"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(uri, version, TableType.MERGE_ON_READ, name="trips", storage=storage)
     client = WriteClient(storage, uri, options=WriteOptions(max_file_records=100))
     instants = [client.apply(step).instant_time for step in Workload(300, 3, 0.3, 0.05, partitions=2).steps()]
     table = HudiTable.open(storage, uri)
@@ -81,19 +68,7 @@ def test_compaction_on_s3_runs_on_spark_without_shipping_credentials(
 
     storage, root = s3_bucket
     uri = f"{root}/trips_compacted"
-    create_table(
-        storage,
-        uri,
-        TableSpec(
-            name="trips",
-            table_type=TableType.MERGE_ON_READ,
-            version=9,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "trips_record", "hoodie.trips"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(uri, 9, TableType.MERGE_ON_READ, name="trips", storage=storage)
     client = WriteClient(storage, uri, options=WriteOptions(max_file_records=100))
     for step in Workload(300, 3, 0.3, 0.05, partitions=2).steps():
         client.apply(step)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_helpers import mor_table
+from daemon_helpers import mor_table, with_pending_compaction
 from oracle import assert_same_rows, hudi_read
 
 from tableservice.errors import UnsupportedTableError
@@ -21,8 +21,7 @@ from tableservice.metrics import new_metrics
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean_policy import CleanPolicy
 from tableservice.planning.policy import CompactionPolicy
-from tableservice.service.actions import TableContext
-from tableservice.service.compaction import execute_compaction, schedule_compaction
+from tableservice.service.compaction import execute_compaction
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import FileInfo, Storage
@@ -59,11 +58,7 @@ def _settings(path: str) -> TableSettings:
 def test_one_compaction_then_clean_and_archival_lists_the_timeline_four_times(
     tmp_path: Path, spark_executor: Any
 ) -> None:
-    path = mor_table(tmp_path / "t", records=200, commits=3)
-    table = HudiTable.open(Storage(), path)
-    ctx = TableContext(table=table, lock=InProcessLockProvider().table_lock("t", path), executor=spark_executor)
-    scheduled = schedule_compaction(ctx, CompactionPolicy(), force=True)
-    assert scheduled is not None
+    path, _, scheduled = with_pending_compaction(tmp_path / "t", spark_executor, records=200, commits=3)
     storage = CountingStorage()
     worker = TableWorker(_settings(path), storage, InProcessLockProvider(), spark_executor)  # type: ignore[arg-type]
     worker.poll()  # as the daemon does: poll, ask whether a pass is needed, run it on the polled timeline
@@ -130,11 +125,7 @@ def test_a_writer_enabling_the_metadata_table_is_noticed_without_a_restart(tmp_p
 def test_a_metadata_table_enabled_while_a_compaction_runs_leaves_it_uncommitted(
     tmp_path: Path, spark_executor: Any
 ) -> None:
-    path = mor_table(tmp_path / "t", records=200, commits=3)
-    table = HudiTable.open(Storage(), path)
-    ctx = TableContext(table=table, lock=InProcessLockProvider().table_lock("t", path), executor=spark_executor)
-    scheduled = schedule_compaction(ctx, CompactionPolicy(), force=True)
-    assert scheduled is not None
+    path, ctx, scheduled = with_pending_compaction(tmp_path / "t", spark_executor, records=200, commits=3)
     # While the plan waits, a writer commits and enables the metadata table beside it.
     client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=60))
     client.apply(next(iter(Workload(20, 1, 0.0, 0.0, partitions=2, seed=5).steps())))

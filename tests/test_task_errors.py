@@ -7,16 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_helpers import mor_table
+from daemon_helpers import with_pending_compaction
 
 from tableservice.errors import CorruptFileError, FileMissingError, TableServiceError
 from tableservice.executors.spark import _short, decode_task_error, encode_task_error
-from tableservice.hudi.table import HudiTable
-from tableservice.locks import InProcessLockProvider
-from tableservice.planning.policy import CompactionPolicy
-from tableservice.service.actions import TableContext
-from tableservice.service.compaction import execute_compaction, schedule_compaction
-from tableservice.storage import Storage
+from tableservice.service.compaction import execute_compaction
 
 
 def test_typed_errors_survive_the_text_spark_wraps_them_in() -> None:
@@ -46,11 +41,8 @@ def test_the_line_kept_from_a_python_worker_error_is_the_exception() -> None:
 def test_a_damaged_base_file_fails_the_compaction_with_the_tasks_typed_error(
     tmp_path: Path, spark_executor: Any
 ) -> None:
-    path = mor_table(tmp_path / "t", records=200, commits=3)
-    table = HudiTable.open(Storage(), path)
-    ctx = TableContext(table=table, lock=InProcessLockProvider().table_lock("t", path), executor=spark_executor)
-    scheduled = schedule_compaction(ctx, CompactionPolicy(), force=True)
-    assert scheduled is not None
+    path, ctx, scheduled = with_pending_compaction(tmp_path / "t", spark_executor, records=200, commits=3)
+    table = ctx.table
     op = next(o for o in table.compaction_plan(scheduled).operations or () if o.data_file_path)
     base_file = Path(path) / (op.partition_path or "") / str(op.data_file_path)
     base_file.write_bytes(b"PAR1" + bytes(base_file.stat().st_size - 8) + b"PAR1")  # a footer that is not one
