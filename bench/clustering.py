@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import bench_dir
 
 from tableservice.executors.spark import SparkExecutor, SparkSettings
-from tableservice.hudi.clustering import ClusteringTask, SliceInput
-from tableservice.hudi.schema import add_meta_fields, avro_schema_from_arrow
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.action.cluster import ClusteringTask, SliceInput
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import add_meta_fields, avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import ORDERING_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload

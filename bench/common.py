@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import ORDERING_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload

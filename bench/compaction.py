@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import bench_dir, standard_mor_table
 
 from tableservice.executors.spark import SparkExecutor, SparkSettings
-from tableservice.hudi.compaction import CompactionTask
-from tableservice.hudi.logformat import BlockType, LogBlock, iter_log_blocks, read_block_content
-from tableservice.hudi.schema import add_meta_fields
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.action.compact import CompactionTask
+from tableservice.hudi.file_group.log_format import BlockType, LogBlock, iter_log_blocks, read_block_content
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import add_meta_fields
 from tableservice.storage import Storage
 
 RECORD_KEY = "_hoodie_record_key"

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import bench_dir, peak_rss_mb, standard_mor_table, timed
 
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_read import iter_read
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import iter_read
 from tableservice.storage import Storage
 
 

@@ -7,8 +7,8 @@ input (a corrupt file, a bad config, an unsupported table). The daemon acts on t
 backs off; a permanent failure of an action holds that action back, of a table quarantines it.
 
 Every error class is declared here, but two that carry a value of a higher layer and live beside it:
-`tableservice.planning.compaction.CompactionBlockedError` (a ConflictError naming the blocking instant) and
-`tableservice.config_load.ConfigValidationError` (a ConfigError listing every configuration issue).
+`tableservice.planning.compaction.plan.CompactionBlockedError` (a ConflictError naming the blocking instant) and
+`tableservice.config.load.ConfigValidationError` (a ConfigError listing every configuration issue).
 Parsers' internal signals (`ThriftError`, the log format's `MetadataError`, `ConfigIssues` for pydantic) are
 ValueErrors that never leave their module: they are turned into the typed errors here.
 """

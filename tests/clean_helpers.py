@@ -13,10 +13,9 @@ import pyarrow as pa
 from oracle import hudi_read
 from trip_tables import create_trip_table
 
-from tableservice.hudi.clean import schedule_clean
-from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata, run_compaction_task
-from tableservice.hudi.filenames import parse_base_file_name
-from tableservice.hudi.instant import Action, Instant
+from tableservice.hudi.action.clean import schedule_clean
+from tableservice.hudi.action.compact import CompactionTask, compaction_commit_metadata, run_compaction_task
+from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.models import (
     HoodieCleanerPlan,
     HoodieReplaceCommitMetadata,
@@ -26,20 +25,21 @@ from tableservice.hudi.models import (
     encode_compaction_plan,
     encode_requested_replace_metadata,
 )
-from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import add_meta_fields, avro_schema_to_json
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
-from tableservice.planning.clean import (
+from tableservice.planning.clean.plan import (
     CleanPlanner,
     CleanPolicy,
     load_clean_timeline,
 )
-from tableservice.planning.compaction import plan_compaction
-from tableservice.planning.compaction_validate import validate_compaction_plan
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.compaction.plan import plan_compaction
+from tableservice.planning.compaction.policy import CompactionPolicy
+from tableservice.planning.compaction.validate import validate_compaction_plan
 from tableservice.storage import Storage
 
 FG = tuple[str, str]

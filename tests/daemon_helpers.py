@@ -7,13 +7,13 @@ from typing import Any
 
 from trip_tables import create_trip_table
 
-from tableservice.hudi.instant import Instant
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Instant
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.compaction import schedule_compaction
 from tableservice.storage import Storage

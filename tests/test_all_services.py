@@ -18,9 +18,9 @@ from trip_tables import create_trip_table
 
 from tableservice.config import load_config
 from tableservice.errors import ConflictError
-from tableservice.hudi.instant import Action
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider

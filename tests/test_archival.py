@@ -13,12 +13,9 @@ from oracle import assert_same_rows, hudi_read
 from trip_tables import create_trip_table
 
 from tableservice.errors import ConfigError, TableServiceError
-from tableservice.hudi import archival as archival_mod
-from tableservice.hudi.archival import archive, instants_with_archived
-from tableservice.hudi.archive import ArchivedInstant, load_archived_instants
-from tableservice.hudi.archive_lsm import latest_manifest, parse_lsm_file_name
-from tableservice.hudi.archive_v1 import archive_log_files
-from tableservice.hudi.instant import Action, Instant, State
+from tableservice.hudi.action import archival as archival_mod
+from tableservice.hudi.action.archival import archive, instants_with_archived
+from tableservice.hudi.action.savepoint import create_savepoint, list_savepoints
 from tableservice.hudi.models import (
     HoodieActionInstant,
     HoodieCleanerPlan,
@@ -27,11 +24,14 @@ from tableservice.hudi.models import (
     encode_clean_metadata,
     encode_cleaner_plan,
 )
-from tableservice.hudi.savepoint import create_savepoint, list_savepoints
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.table_read import read
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import read
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.archive import ArchivedInstant, load_archived_instants
+from tableservice.hudi.timeline.archive_lsm import latest_manifest, parse_lsm_file_name
+from tableservice.hudi.timeline.archive_v1 import archive_log_files
+from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.planning.archival import (
@@ -42,7 +42,7 @@ from tableservice.planning.archival import (
     instants_to_archive,
     plan_archival,
 )
-from tableservice.planning.clean_policy import CleanerPolicyName
+from tableservice.planning.clean.policy import CleanerPolicyName
 from tableservice.storage import Storage, join
 
 ST = Storage()

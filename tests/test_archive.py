@@ -16,25 +16,7 @@ from fixtures import fixture_names, fixture_table
 from oracle import hudi_read, hudi_slices
 
 from tableservice.errors import CorruptFileError, InvalidPlanError
-from tableservice.hudi import archive_lsm
-from tableservice.hudi.archive import (
-    ArchiveSource,
-    archive_instants,
-    archived_completion_times,
-    compact_lsm,
-    load_archived_instants,
-    read_archive_sources,
-)
-from tableservice.hudi.archive_lsm import (
-    ARROW_SCHEMA,
-    encode_lsm_file,
-    latest_manifest,
-    lsm_row,
-    parse_lsm_file_name,
-)
-from tableservice.hudi.archive_v1 import archive_instants_v6
-from tableservice.hudi.instant import INSTANT_FORMAT, Action, Instant, State, timeline_timezone
-from tableservice.hudi.logformat import BlockType, HeaderKey, LogBlock, decode_data_block, iter_log_blocks
+from tableservice.hudi.file_group.log_format import BlockType, HeaderKey, LogBlock, decode_data_block, iter_log_blocks
 from tableservice.hudi.models import (
     HoodieCommitMetadata,
     Kind,
@@ -44,7 +26,25 @@ from tableservice.hudi.models import (
     writer_schema,
 )
 from tableservice.hudi.models.avro_io import parsed_schema, write_avro_container
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline import archive_lsm
+from tableservice.hudi.timeline.archive import (
+    ArchiveSource,
+    archive_instants,
+    archived_completion_times,
+    compact_lsm,
+    load_archived_instants,
+    read_archive_sources,
+)
+from tableservice.hudi.timeline.archive_lsm import (
+    ARROW_SCHEMA,
+    encode_lsm_file,
+    latest_manifest,
+    lsm_row,
+    parse_lsm_file_name,
+)
+from tableservice.hudi.timeline.archive_v1 import archive_instants_v6
+from tableservice.hudi.timeline.instant import INSTANT_FORMAT, Action, Instant, State, timeline_timezone
 from tableservice.storage import Storage
 
 V6 = "sample_table/cow/v6_nonpartitioned"

@@ -12,11 +12,17 @@ from daemon_helpers import mor_table
 from fixtures import fixture_names, fixture_table_readonly
 
 from tableservice.errors import TableServiceError
-from tableservice.hudi.basefile_reader import iter_base_file, read_base_file_footer
-from tableservice.hudi.instant import parse_instant_file_name
-from tableservice.hudi.logformat import BlockType, LogBlock, decode_data_block, decode_delete_block, iter_log_blocks
+from tableservice.hudi.file_group.base_file_reader import iter_base_file, read_base_file_footer
+from tableservice.hudi.file_group.log_format import (
+    BlockType,
+    LogBlock,
+    decode_data_block,
+    decode_delete_block,
+    iter_log_blocks,
+)
 from tableservice.hudi.models import decode_instant_content
-from tableservice.hudi.table_config import parse_table_config
+from tableservice.hudi.table.config import parse_table_config
+from tableservice.hudi.timeline.instant import parse_instant_file_name
 from tableservice.storage import Storage
 
 DATA_BLOCKS = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.CDC_DATA)

@@ -16,16 +16,16 @@ import pytest
 from fixtures import fixture_names, fixture_table, fixture_table_readonly
 
 from tableservice.errors import UnsupportedTableError
-from tableservice.hudi.avro_parquet import avro_to_arrow_schema
-from tableservice.hudi.basefile import (
+from tableservice.hudi.file_group.avro_parquet import avro_to_arrow_schema
+from tableservice.hudi.file_group.base_file import (
     BaseFileWriter,
     iter_base_file,
     java_string_min_max,
     read_base_file_footer,
     write_base_file,
 )
-from tableservice.hudi.bloom import BloomFilterSettings, BloomFilterTypeCode, SimpleBloomFilter
-from tableservice.hudi.thrift_compact import TStruct, decode_struct, encode_struct
+from tableservice.hudi.file_group.bloom import BloomFilterSettings, BloomFilterTypeCode, SimpleBloomFilter
+from tableservice.hudi.file_group.thrift_compact import TStruct, decode_struct, encode_struct
 from tableservice.storage import Storage
 
 STORAGE = Storage()
@@ -273,7 +273,7 @@ def test_bloom_of_rewrite_equals_original_order(tmp_path: Path) -> None:
     write_base_file(STORAGE, out, pa.Table.from_pylist(rows, schema=schema), avro_schema=RICH)
     footer = read_base_file_footer(STORAGE, out)
     bf = footer.bloom_filter()
-    from tableservice.hudi.bloom import create_bloom_filter
+    from tableservice.hudi.file_group.bloom import create_bloom_filter
 
     fresh = create_bloom_filter()
     fresh.add_many([r["_hoodie_record_key"] for r in rows])

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tableservice.errors import CorruptFileError
-from tableservice.hudi.bloom import (
+from tableservice.hudi.file_group.bloom import (
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_FILTER_TYPE_CODE_FOOTER_KEY,
     JENKINS_HASH,

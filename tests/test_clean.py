@@ -36,8 +36,7 @@ from clean_helpers import (
 from oracle import hudi_read, hudi_slices
 
 from tableservice.errors import ConfigError, InvalidTimelineError
-from tableservice.hudi.clean import dry_run, execute_clean, schedule_clean
-from tableservice.hudi.instant import Action, State, parse_instant_time, timeline_timezone
+from tableservice.hudi.action.clean import dry_run, execute_clean, schedule_clean
 from tableservice.hudi.models import (
     HoodieSavepointMetadata,
     HoodieSavepointPartitionMetadata,
@@ -45,10 +44,11 @@ from tableservice.hudi.models import (
     encode_cleaner_plan,
     encode_savepoint_metadata,
 )
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action, State, parse_instant_time, timeline_timezone
 from tableservice.hudi.write.workload import Workload
-from tableservice.planning.clean import (
+from tableservice.planning.clean.plan import (
     CleanerPolicyName,
     CleanPlanner,
     CleanPolicy,

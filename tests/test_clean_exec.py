@@ -27,21 +27,21 @@ from servers import MotoServer
 from trip_tables import create_trip_table
 
 from tableservice.errors import InvalidPlanError, StorageError
-from tableservice.hudi.clean import dry_run, execute_clean
-from tableservice.hudi.instant import Action, Instant, State
+from tableservice.hudi.action.clean import dry_run, execute_clean
 from tableservice.hudi.models import (
     HoodieCleanerPlan,
     HoodieCleanFileInfo,
     decode_cleaner_plan,
     encode_cleaner_plan,
 )
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import avro_schema_from_arrow
+from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
-from tableservice.planning.clean import (
+from tableservice.planning.clean.plan import (
     CleanPolicy,
     clean_due,
 )

@@ -11,8 +11,8 @@ from fixtures import fixture_names, fixture_table_readonly
 from oracle import assert_same_rows, hudi_read, hudi_slices
 
 from tableservice.cli import main
-from tableservice.hudi.instant import parse_instant_file_name
-from tableservice.hudi.table_config import load_table_config
+from tableservice.hudi.table.config import load_table_config
+from tableservice.hudi.timeline.instant import parse_instant_file_name
 from tableservice.storage import Storage
 
 NAMES = fixture_names()

@@ -11,7 +11,6 @@ from fixtures import fixture_table
 
 from tableservice.cli import main
 from tableservice.executors.spark import SparkExecutor, SparkSettings
-from tableservice.hudi.instant import Action
 from tableservice.hudi.models import (
     HoodieCleanerPlan,
     HoodieCleanFileInfo,
@@ -20,10 +19,11 @@ from tableservice.hudi.models import (
     encode_cleaner_plan,
     encode_compaction_plan,
 )
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import new_metrics
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage

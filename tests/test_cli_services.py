@@ -9,8 +9,8 @@ from daemon_helpers import mor_table
 from oracle import assert_same_rows, hudi_read
 
 from tableservice.cli import main
-from tableservice.hudi.instant import Action
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.storage import Storage
 
 
@@ -20,8 +20,8 @@ def _data_files(path: str) -> set[str]:
 
 @pytest.mark.oracle
 def test_clean_dry_run_then_execute(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tableservice.hudi.schema import avro_schema_from_arrow
-    from tableservice.hudi.table_config import TableType
+    from tableservice.hudi.table.config import TableType
+    from tableservice.hudi.table.schema import avro_schema_from_arrow
     from tableservice.hudi.write.client import WriteClient, WriteOptions
     from tableservice.hudi.write.create import TableSpec, create_table
     from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload

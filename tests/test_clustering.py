@@ -18,15 +18,15 @@ from fixtures import fixture_table
 from oracle import assert_same_rows, hudi_read
 from trip_tables import create_trip_table
 
-from tableservice.hudi.instant import Action
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import avro_schema_from_arrow
+from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
-from tableservice.planning.clustering_policy import ClusteringPolicy
+from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.clustering import execute_clustering, schedule_clustering
 from tableservice.storage import Storage

@@ -21,17 +21,17 @@ from table_model import Row, table_rows
 from trip_tables import create_trip_table
 
 from tableservice.errors import ActionAbandonedError, ConflictError
-from tableservice.hudi.instant import Action, Instant
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload, WorkloadStep
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import Metrics
 from tableservice.planning.archival import ArchivalPolicy
-from tableservice.planning.clean_policy import CleanPolicy
-from tableservice.planning.clustering_policy import ClusteringPolicy
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.planning.clustering.policy import ClusteringPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.clustering import execute_clustering, pending_clustering, schedule_clustering
 from tableservice.service.protocol import ServiceSettings
@@ -218,7 +218,7 @@ def test_write_completing_while_the_job_runs_abandons_the_clustering(
     assert plan is not None
     job_ctx = TableContext(table=ctx.table, lock=ctx.lock, executor=WriteCompletesDuringJob())  # type: ignore[arg-type]
     if crash:
-        from tableservice.hudi.timeline import ActiveTimeline
+        from tableservice.hudi.timeline.active import ActiveTimeline
 
         def dies(self: ActiveTimeline, instant: Instant) -> None:
             raise OSError("killed (injected) before the plan was removed")

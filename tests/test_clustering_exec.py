@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from daemon_helpers import mor_table
 
-from tableservice.hudi.clustering import ClusteringTask, SliceInput, run_clustering_task, sort_rows, z_order_key
-from tableservice.hudi.schema import add_meta_fields
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_read import ReadOptions, read
+from tableservice.hudi.action.cluster import ClusteringTask, SliceInput, run_clustering_task, sort_rows, z_order_key
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, read
+from tableservice.hudi.table.schema import add_meta_fields
 from tableservice.storage import Storage
 
 META = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path"]

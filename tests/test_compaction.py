@@ -16,13 +16,13 @@ from oracle import assert_same_rows, hudi_read
 from trip_tables import create_trip_table
 
 from tableservice.errors import UnsupportedTableError
-from tableservice.hudi.instant import Action
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.compaction import execute_compaction, schedule_compaction
 from tableservice.storage import Storage
@@ -101,7 +101,7 @@ def test_generated_v6_table_with_rollback_blocks(
     tmp_path: Path, spark_executor: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failed delta commit rolled back with command blocks, then compacted: its records never reappear."""
-    from tableservice.hudi.rollback import rollback
+    from tableservice.hudi.action.rollback import rollback
     from tableservice.hudi.write import handles
 
     storage = Storage()

@@ -18,13 +18,13 @@ from oracle import assert_same_rows, hudi_read
 from table_model import TableModel, table_rows
 
 from tableservice.errors import ConflictError, StaleAttemptError
-from tableservice.hudi.compaction import run_compaction_task, start_attempt
-from tableservice.hudi.instant import Action, State
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.action.compact import run_compaction_task, start_attempt
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action, State
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.compaction import _tasks, execute_compaction, schedule_compaction
 from tableservice.storage import Storage
@@ -181,7 +181,7 @@ def test_orphaned_task_of_a_superseded_attempt_leaves_no_file(tmp_path: Path, sp
     ctx = _ctx(path, spark_executor)
     instant = schedule_compaction(ctx, CompactionPolicy(), force=True)
     assert instant is not None
-    from tableservice.planning.compaction_validate import validate_compaction_plan
+    from tableservice.planning.compaction.validate import validate_compaction_plan
 
     table = ctx.table
     plan = table.compaction_plan(instant)
@@ -224,7 +224,7 @@ def test_compaction_leaves_out_file_groups_a_replace_took(tmp_path: Path, spark_
     """An insert overwrite that completes while a compaction is pending replaces some of the file groups the plan
     compacts: the compaction commits the others and leaves nothing in the replaced ones (a base file there would
     outlive the cleaning of the replaced group and bring the overwritten rows back once the replace is archived)."""
-    from tableservice.hudi.filenames import parse_base_file_name
+    from tableservice.hudi.file_group.filenames import parse_base_file_name
     from tableservice.hudi.write.client import WriteClient as Client
 
     path = mor_table(tmp_path / "t", records=400, commits=3)

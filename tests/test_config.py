@@ -22,9 +22,9 @@ from tableservice.config import (
     parse_config,
     set_policy_validator,
 )
-from tableservice.config_schema import Loc, iter_key_paths, resolve
+from tableservice.config.schema import Loc, iter_key_paths, resolve
 from tableservice.errors import ConfigError
-from tableservice.planning.policy import CompactionPolicy, CompactionStrategyName, CompactionTriggerStrategy
+from tableservice.planning.compaction.policy import CompactionPolicy, CompactionStrategyName, CompactionTriggerStrategy
 from tableservice.storage import FileInfo, Storage
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.yaml"

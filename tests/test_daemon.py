@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tableservice.cli import main
 from tableservice.config import load_config
-from tableservice.hudi.instant import Action
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.service.daemon import Daemon
 from tableservice.storage import Storage
 

@@ -12,15 +12,15 @@ import pytest
 from daemon_helpers import config_text, mor_table
 
 from tableservice.config import load_config
-from tableservice.hudi.instant import Action
 from tableservice.hudi.models import (
     HoodieCompactionOperation,
     HoodieCompactionPlan,
     encode_compaction_plan,
 )
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.planning.archival import ArchivalPolicy
-from tableservice.planning.clean_policy import CleanPolicy
+from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.service.daemon import Daemon
 from tableservice.service.protocol import ServiceSettings
 from tableservice.storage import Storage
@@ -176,7 +176,7 @@ def test_a_time_trigger_not_yet_due_is_asked_again_on_later_polls(tmp_path: Path
     plan": once the time has passed, the table is due without any new write, and the next pass schedules."""
     from tableservice.executors.spark import SparkExecutor, SparkSettings
     from tableservice.locks import InProcessLockProvider
-    from tableservice.planning.policy import CompactionPolicy
+    from tableservice.planning.compaction.policy import CompactionPolicy
     from tableservice.service.table_worker import TableSettings, TableWorker
 
     path = mor_table(tmp_path / "t", records=100, commits=2)
@@ -209,10 +209,10 @@ def test_archival_held_back_by_a_savepoint_is_not_retried_every_poll(tmp_path: P
     back: one pass finds nothing to archive, and the table is not due for archival again (no table lock taken on
     every poll) until the timeline changes; deleting the savepoint (a change) makes it due and archival runs."""
     from tableservice.executors.spark import SparkExecutor, SparkSettings
-    from tableservice.hudi.savepoint import create_savepoint, delete_savepoint
+    from tableservice.hudi.action.savepoint import create_savepoint, delete_savepoint
     from tableservice.locks import InProcessLockProvider
     from tableservice.planning.archival import ArchivalPolicy
-    from tableservice.planning.policy import CompactionPolicy
+    from tableservice.planning.compaction.policy import CompactionPolicy
     from tableservice.service.table_worker import TableSettings, TableWorker
 
     path = mor_table(tmp_path / "t", records=60, commits=7)

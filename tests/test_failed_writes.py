@@ -14,17 +14,17 @@ from daemon_helpers import mor_table
 from oracle import assert_same_rows, hudi_read
 
 from tableservice.executors.spark import SparkExecutor, SparkSettings
-from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
-from tableservice.hudi.instant import Action
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy, failed_writes
+from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write import handles
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.markers import heartbeat_path
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.archival import ArchivalPolicy
-from tableservice.planning.clean_policy import CleanPolicy
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.table_worker import TableSettings, TableWorker

@@ -5,7 +5,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tableservice.errors import InvalidPlanError
-from tableservice.hudi.filenames import (
+from tableservice.hudi.action.plan_paths import relative_to_table, resolve_absolute, resolve_in_partition
+from tableservice.hudi.file_group.filenames import (
     BaseFileName,
     LogFileName,
     escape_partition_value,
@@ -14,7 +15,6 @@ from tableservice.hudi.filenames import (
     partition_path_for,
     unescape_partition_value,
 )
-from tableservice.hudi.plan_paths import relative_to_table, resolve_absolute, resolve_in_partition
 
 file_ids = st.builds(lambda u, n: f"{u}-{n}", st.uuids().map(str), st.integers(0, 99))
 instants = st.integers(10**16, 10**17 - 1).map(str)

@@ -6,7 +6,7 @@ import pytest
 from fixtures import fixture_names, fixture_table_readonly
 from oracle import SliceKey, hudi_slices
 
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.storage import Storage
 
 NAMES = fixture_names()

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tableservice.errors import InvalidTimelineError
-from tableservice.hudi.instant import (
+from tableservice.hudi.timeline.active import build_timeline
+from tableservice.hudi.timeline.instant import (
     Action,
     Instant,
     State,
@@ -16,7 +17,6 @@ from tableservice.hudi.instant import (
     parse_instant_file_name,
     parse_instant_time,
 )
-from tableservice.hudi.timeline import build_timeline
 from tableservice.storage import FileInfo
 
 UTC = UTC

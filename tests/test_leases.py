@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from daemon_helpers import mor_table
 
-from tableservice.hudi.instant import Action
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.locks import InProcessLockProvider
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.compaction import schedule_compaction
 from tableservice.service.protocol import ServiceSettings

@@ -19,7 +19,7 @@ import boto3
 import pytest
 from servers import MotoServer
 
-from tableservice.config_locks import LockSettings
+from tableservice.config.locks import LockSettings
 from tableservice.errors import LockError, LockLostError
 from tableservice.locks.dynamodb import DynamoDBLockHandle, DynamoDBLockProvider, DynamoDBTableLock
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from zk.server import CuratorProcess, ZooKeeperServer, compile_contender
 
-from tableservice.config_locks import LockSettings
+from tableservice.config.locks import LockSettings
 from tableservice.errors import LockError, LockLostError
 from tableservice.locks.base import LockProvider
 from tableservice.locks.zookeeper import (

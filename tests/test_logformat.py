@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tableservice.errors import AlreadyExistsError, PermanentError, TableServiceError, UnsupportedTableError
-from tableservice.hudi.logformat import (
+from tableservice.hudi.file_group.log_format import (
     BlockType,
     CorruptBlock,
     DeleteRecord,
@@ -35,8 +35,8 @@ from tableservice.hudi.logformat import (
     iter_log_blocks,
     rollback_header,
 )
-from tableservice.hudi.logformat.blocks import frame_block
-from tableservice.hudi.schema import avro_schema_from_arrow
+from tableservice.hudi.file_group.log_format.blocks import frame_block
+from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.storage import Storage
 
 STORAGE = Storage()
@@ -487,7 +487,7 @@ _HAND_ROWS = st.fixed_dictionaries(
 @given(st.lists(_HAND_ROWS, max_size=15))
 def test_avro_block_logical_types_against_fastavro(rows: list[dict[str, Any]]) -> None:
     """Bytes decimals (minimal two's complement), enums, fixed, local timestamps, [T, "null"] unions."""
-    from tableservice.hudi.schema import arrow_schema_from_avro
+    from tableservice.hudi.table.schema import arrow_schema_from_avro
 
     schema = arrow_schema_from_avro(_HAND_SCHEMA)
     arrow_rows = [{**r, "arr": [list(m.items()) for m in r["arr"]]} for r in rows]

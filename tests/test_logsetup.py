@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from tableservice.logsetup import JsonFormatter, TextFormatter, redact
+from tableservice.cli.logsetup import JsonFormatter, TextFormatter, redact
 
 
 def _record(msg: str, **extra: object) -> logging.LogRecord:

@@ -1,4 +1,4 @@
-"""Record merging of merged reads (tableservice.hudi.merge) against Hudi's rules and a plain Python model."""
+"""Record merging of merged reads (tableservice.hudi.file_group.merge) against Hudi's rules and a plain Python model."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from fixtures import fixture_names, fixture_table_readonly
 
 from tableservice.errors import CorruptFileError, InvalidTableConfigError, UnsupportedTableError
-from tableservice.hudi.merge import (
+from tableservice.hudi.file_group.merge import (
     COMMIT_TIME_STRATEGY_ID,
     EVENT_TIME_STRATEGY_ID,
     PAYLOAD_STRATEGY_ID,

@@ -12,9 +12,9 @@ from oracle import assert_same_rows, hudi_read
 
 from tableservice.cli import main
 from tableservice.errors import UnsupportedTableError
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableConfig, load_table_config, store_table_config
-from tableservice.hudi.table_read import read
+from tableservice.hudi.table.config import TableConfig, load_table_config, store_table_config
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import read
 from tableservice.storage import Storage
 
 ORDERING_KEYS = ("hoodie.table.ordering.fields", "hoodie.table.precombine.field")

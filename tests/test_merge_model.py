@@ -1,4 +1,4 @@
-"""Merged reads (tableservice.hudi.merge) against a plain Python model of Hudi's rules (hypothesis)."""
+"""Merged reads (tableservice.hudi.file_group.merge) against a plain Python model of Hudi's rules (hypothesis)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_merge import COMMIT, COUNTING_MERGER_ID, EVENT, KEY, SCHEMA, CountingMerger, ReadRows, by_key, cfg
 
-from tableservice.hudi.merge import (
+from tableservice.hudi.file_group.merge import (
     DeltaRecords,
     MergeConfig,
     MergeMode,

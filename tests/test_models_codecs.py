@@ -428,7 +428,7 @@ def test_avro_int_ranges_are_checked_at_construction() -> None:
 
 
 def test_instant_content_accepts_the_timeline_enums() -> None:
-    from tableservice.hudi.instant import Action, State
+    from tableservice.hudi.timeline.instant import Action, State
 
     assert decode_instant_content(b"", action=Action.COMPACTION, state=State.INFLIGHT, path="x") is None
     data = encode_compaction_plan(_PLAN, table_version=8)

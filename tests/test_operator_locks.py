@@ -19,9 +19,9 @@ from trip_tables import create_trip_table
 from tableservice.cli import main
 from tableservice.cli.operator import NO_CONFIG_NOTICE
 from tableservice.config import load_config
-from tableservice.hudi.instant import Action, Instant, State
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import TableLock

@@ -17,9 +17,7 @@ import pytest
 from fixtures import FIXTURES, fixture_names, fixture_root, fixture_table_readonly
 
 from tableservice.errors import ConfigError, FileMissingError, InvalidPlanError, InvalidTimelineError
-from tableservice.hudi.filenames import parse_base_file_name, parse_log_file_name
-from tableservice.hudi.fsview import FileSystemView
-from tableservice.hudi.instant import Action, Instant, State
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.hudi.models import (
     HoodieClusteringPlan,
     HoodieReplaceCommitMetadata,
@@ -27,15 +25,18 @@ from tableservice.hudi.models import (
     encode_compaction_plan,
     encode_replace_commit_metadata,
 )
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.fs_view import FileSystemView
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import avro_schema_from_arrow
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload, WorkloadStep
 from tableservice.planning import CompactionPolicy, CompactionStrategyName, plan_compaction
-from tableservice.planning.clustering import (
+from tableservice.planning.clustering.groups import group_metrics, slice_size
+from tableservice.planning.clustering.plan import (
     ClusteringPolicy,
     clustering_action,
     clustering_due,
@@ -46,8 +47,7 @@ from tableservice.planning.clustering import (
     requested_replace_metadata,
     validate_clustering_plan,
 )
-from tableservice.planning.clustering_groups import group_metrics, slice_size
-from tableservice.planning.clustering_trigger import java_hash_set_order
+from tableservice.planning.clustering.trigger import java_hash_set_order
 from tableservice.storage import Storage
 
 AVSC = Path(__file__).resolve().parents[2] / "shared" / "reference" / "avsc"

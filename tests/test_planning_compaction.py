@@ -16,9 +16,7 @@ from fixtures import FIXTURES, fixture_names, fixture_root, fixture_table_readon
 from trip_tables import create_trip_table
 
 from tableservice.errors import ConfigError, FileMissingError, InvalidPlanError, InvalidTimelineError
-from tableservice.hudi.filenames import parse_base_file_name, parse_log_file_name
-from tableservice.hudi.fsview import FileSystemView
-from tableservice.hudi.instant import Action, Instant, State
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.hudi.models import (
     HoodieClusteringGroup,
     HoodieClusteringPlan,
@@ -29,9 +27,11 @@ from tableservice.hudi.models import (
     encode_clustering_plan,
     encode_compaction_plan,
 )
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.fs_view import FileSystemView
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.hudi.write.client import WriteClient
 from tableservice.hudi.write.workload import Workload
 from tableservice.planning import (
@@ -44,7 +44,7 @@ from tableservice.planning import (
     plan_compaction,
     validate_compaction_plan,
 )
-from tableservice.planning.compaction_strategy import day_based_partitions, operation_metrics, order_and_filter
+from tableservice.planning.compaction.strategy import day_based_partitions, operation_metrics, order_and_filter
 from tableservice.storage import Storage
 
 AVSC = Path(__file__).resolve().parents[2] / "shared" / "reference" / "avsc" / "HoodieCompactionPlan__tv8-9.avsc"
@@ -335,7 +335,7 @@ def test_pending_clustering_and_pending_writes(tmp_path: Path, version: int) -> 
 
 
 def _op_of(slice_: object) -> HoodieCompactionOperation:
-    from tableservice.hudi.fsview import FileSlice
+    from tableservice.hudi.table.fs_view import FileSlice
 
     assert isinstance(slice_, FileSlice)
     return HoodieCompactionOperation(

@@ -10,8 +10,8 @@ from fixtures import fixture_names, fixture_table_readonly
 from oracle import assert_same_rows, hudi_read
 
 from tableservice.errors import PermanentError
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_read import ReadOptions, partition_values, read
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, partition_values, read
 from tableservice.storage import Storage
 
 NAMES = fixture_names()

@@ -10,13 +10,13 @@ import pytest
 from oracle import assert_same_rows, hudi_read
 from trip_tables import create_trip_table
 
-from tableservice.hudi.instant import Action, State
-from tableservice.hudi.logformat import BlockType, LogBlock, iter_log_blocks
+from tableservice.hudi.action.rollback import resume_pending_rollbacks, rollback
+from tableservice.hudi.file_group.log_format import BlockType, LogBlock, iter_log_blocks
 from tableservice.hudi.models import decode_rollback_metadata
-from tableservice.hudi.rollback import resume_pending_rollbacks, rollback
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.table_read import read
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import read
+from tableservice.hudi.timeline.instant import Action, State
 from tableservice.hudi.write import handles
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.markers import marker_folder
@@ -119,7 +119,7 @@ def test_interrupted_rollback_is_resumed(tmp_path: Path, monkeypatch: pytest.Mon
     table = HudiTable.open(storage, path)
     target = table.timeline().get(failed)
     assert target is not None
-    import tableservice.hudi.rollback as rb
+    import tableservice.hudi.action.rollback as rb
 
     def crash(*args: object, **kwargs: object) -> object:
         raise OSError("crash during rollback (injected)")

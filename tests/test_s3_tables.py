@@ -10,9 +10,9 @@ from oracle import assert_same_rows, sort_rows
 from servers import MotoServer
 from trip_tables import create_trip_table
 
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.table_read import ReadOptions, read
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, read
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.storage import Storage
@@ -62,7 +62,7 @@ def test_compaction_on_s3_runs_on_spark_without_shipping_credentials(
     """The driver's storage options hold credentials; the tasks carry only the endpoint and region, and the Spark
     workers reach the bucket with credentials from their own environment."""
     from tableservice.locks import InProcessLockProvider
-    from tableservice.planning.policy import CompactionPolicy
+    from tableservice.planning.compaction.policy import CompactionPolicy
     from tableservice.service.actions import TableContext
     from tableservice.service.compaction import execute_compaction, schedule_compaction
 

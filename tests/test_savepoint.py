@@ -11,16 +11,7 @@ import pytest
 from oracle import assert_same_rows, hudi_read, hudi_slices
 from trip_tables import create_trip_table
 
-from tableservice.hudi.instant import Action, State
-from tableservice.hudi.models import (
-    HoodieActionInstant,
-    HoodieCleanerPlan,
-    HoodieCleanMetadata,
-    decode_savepoint_metadata,
-    encode_clean_metadata,
-    encode_cleaner_plan,
-)
-from tableservice.hudi.savepoint import (
+from tableservice.hudi.action.savepoint import (
     SavepointError,
     create_savepoint,
     delete_savepoint,
@@ -29,9 +20,18 @@ from tableservice.hudi.savepoint import (
     savepoint_instants,
     savepointed_files,
 )
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.table_read import read
+from tableservice.hudi.models import (
+    HoodieActionInstant,
+    HoodieCleanerPlan,
+    HoodieCleanMetadata,
+    decode_savepoint_metadata,
+    encode_clean_metadata,
+    encode_cleaner_plan,
+)
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import read
+from tableservice.hudi.timeline.instant import Action, State
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.storage import Storage

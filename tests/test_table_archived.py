@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from oracle import assert_same_rows, hudi_read
 
-from tableservice.hudi.archive import archive_instants, read_archive_sources
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.table_read import read
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import read
+from tableservice.hudi.table.schema import avro_schema_from_arrow
+from tableservice.hudi.timeline.archive import archive_instants, read_archive_sources
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload

@@ -8,14 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tableservice.errors import InvalidTableConfigError, UnsupportedTableError
-from tableservice.hudi.properties import format_properties, parse_properties
-from tableservice.hudi.table_config import (
+from tableservice.hudi.table.config import (
     TableConfig,
     load_table_config,
     parse_table_config,
     store_table_config,
     table_checksum,
 )
+from tableservice.hudi.table.properties import format_properties, parse_properties
 from tableservice.storage import Storage
 
 V6 = "sample_table/cow/v6_nonpartitioned"

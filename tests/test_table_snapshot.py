@@ -11,16 +11,16 @@ from daemon_helpers import mor_table, with_pending_compaction
 from oracle import assert_same_rows, hudi_read
 
 from tableservice.errors import UnsupportedTableError
-from tableservice.hudi.instant import Action
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableConfig, load_table_config, store_table_config
+from tableservice.hudi.table.config import TableConfig, load_table_config, store_table_config
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import new_metrics
 from tableservice.planning.archival import ArchivalPolicy
-from tableservice.planning.clean_policy import CleanPolicy
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.compaction import execute_compaction
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_worker import TableSettings, TableWorker

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from tableservice.executors.spark import task_payload
-from tableservice.hudi.compaction import CompactionTask
-from tableservice.hudi.tasks import task_from_json
+from tableservice.hudi.action.compact import CompactionTask
+from tableservice.hudi.action.tasks import task_from_json
 from tableservice.storage import StorageOptions
 
 

@@ -12,10 +12,10 @@ from table_model import table_rows
 from trip_tables import create_trip_table
 
 from tableservice.errors import ConflictError
-from tableservice.hudi.instant import Action, State
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.table_read import read
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import read
+from tableservice.hudi.timeline.instant import Action, State
 from tableservice.hudi.write import handles
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.markers import heartbeat_expired, heartbeat_path, list_marked_files, marker_folder

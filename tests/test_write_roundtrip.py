@@ -11,10 +11,10 @@ import pytest
 from oracle import assert_same_rows, hudi_read
 from table_model import TableModel, table_rows
 
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
-from tableservice.hudi.table_read import ReadOptions, read
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, read
+from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import MergeModeName, TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload

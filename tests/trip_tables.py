@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import TRIP_SCHEMA
 from tableservice.storage import Storage

@@ -13,11 +13,11 @@ from typing import Any
 
 import anyio
 
+from tableservice.cli.logsetup import configure_logging
 from tableservice.cli.operator import add_table_arguments, operator_table
 from tableservice.config import DaemonConfig, load_config
 from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
-from tableservice.logsetup import configure_logging
 from tableservice.service.compaction import schedule_compaction
 from tableservice.service.daemon import (
     Daemon,

@@ -17,15 +17,15 @@ from typing import Any
 
 import anyio
 
+from tableservice.cli.logsetup import configure_logging
 from tableservice.config import load_config
-from tableservice.hudi.instant import Action
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import avro_schema_from_arrow
+from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import ORDERING_FIELD, PARTITION_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload
-from tableservice.logsetup import configure_logging
 from tableservice.service.daemon import Daemon
 from tableservice.storage import Storage
 

@@ -6,8 +6,8 @@ import argparse
 import time
 from typing import Any
 
-from tableservice.hudi.schema import avro_schema_from_arrow
-from tableservice.hudi.table_config import TableType
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import MergeModeName, TableSpec, create_table
 from tableservice.hudi.write.workload import ORDERING_FIELD, PARTITION_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tableservice.config import load_config
-from tableservice.config_locks import LockSettings
+from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.service.daemon import lock_provider, storage_options
 from tableservice.storage import Storage
 

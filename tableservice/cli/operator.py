@@ -20,11 +20,11 @@ from typing import Any
 
 from tableservice.config import DaemonConfig, TableEntry, load_config
 from tableservice.executors.spark import SparkExecutor
-from tableservice.hudi.instant import Instant
-from tableservice.hudi.table import HudiTable
-from tableservice.planning.clean_policy import CleanPolicy
-from tableservice.planning.clustering_policy import ClusteringPolicy
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Instant
+from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.planning.clustering.policy import ClusteringPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.daemon import LockProviders, executor_settings, storage_options, table_settings
 from tableservice.service.protocol import ServiceSettings

@@ -6,11 +6,11 @@ import argparse
 from typing import Any
 
 from tableservice.cli.operator import add_table_arguments, operator_table
-from tableservice.hudi.clean import dry_run, pending_cleans
-from tableservice.hudi.instant import Action
+from tableservice.hudi.action.clean import dry_run, pending_cleans
+from tableservice.hudi.action.savepoint import create_savepoint, delete_savepoint, list_savepoints
 from tableservice.hudi.models import decode_clean_metadata
-from tableservice.hudi.savepoint import create_savepoint, delete_savepoint, list_savepoints
-from tableservice.hudi.table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.service.clustering import pending_clustering
 from tableservice.storage import Storage
 

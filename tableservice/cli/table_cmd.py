@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tableservice.hudi.fsview import FileGroup
-from tableservice.hudi.instant import Instant
-from tableservice.hudi.merge import merge_config_from_properties
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.table_read import ReadOptions, iter_read, read_schema
+from tableservice.hudi.file_group.merge import merge_config_from_properties
+from tableservice.hudi.table.fs_view import FileGroup
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, iter_read, read_schema
+from tableservice.hudi.timeline.instant import Instant
 from tableservice.storage import Storage
 
 

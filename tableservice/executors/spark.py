@@ -26,8 +26,8 @@ from pyspark.sql import SparkSession
 
 from tableservice import errors
 from tableservice.errors import PermanentError, RetryableError, SparkJobError, TableServiceError
+from tableservice.hudi.action.tasks import Task, run_task, task_from_json
 from tableservice.hudi.models import HoodieWriteStat
-from tableservice.hudi.tasks import Task, run_task, task_from_json
 from tableservice.storage import Storage, StorageOptions
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def _peak_rss_kb() -> int:
 
 
 def _warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-    import tableservice.hudi.compaction  # noqa: F401 - the import is the point
+    import tableservice.hudi.action.compact  # noqa: F401 - the import is the point
 
     for batch in batches:
         yield pa.RecordBatch.from_pydict({"pid": pa.array([os.getpid()] * batch.num_rows, pa.int64())})

@@ -68,7 +68,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tableservice.config_locks import LockSettings
+from tableservice.config.locks import LockSettings
 from tableservice.errors import LockError
 from tableservice.locks.base import LockHandle, LockProvider, TableLock
 

@@ -33,7 +33,7 @@ from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, Sessio
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
-from tableservice.config_locks import LockSettings
+from tableservice.config.locks import LockSettings
 from tableservice.errors import LockError
 from tableservice.locks.base import LockHandle, LockProvider, TableLock, lock_timeout
 

@@ -1,6 +1,6 @@
 """Pure planning: timeline + file-system view + policy → plan. No I/O beyond what `tableservice.hudi` reads."""
 
-from tableservice.planning.compaction import (
+from tableservice.planning.compaction.plan import (
     PLAN_VERSION,
     CompactionBlockedError,
     CompactionTableState,
@@ -12,7 +12,7 @@ from tableservice.planning.compaction import (
     plan_compaction,
     validate_compaction_plan,
 )
-from tableservice.planning.policy import CompactionPolicy, CompactionStrategyName, CompactionTriggerStrategy
+from tableservice.planning.compaction.policy import CompactionPolicy, CompactionStrategyName, CompactionTriggerStrategy
 
 __all__ = [
     "PLAN_VERSION",

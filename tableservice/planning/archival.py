@@ -51,8 +51,11 @@ from typing import Any, ClassVar, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from tableservice.hudi.filenames import parse_base_file_name, parse_log_file_name
-from tableservice.hudi.instant import (
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.models import decode_clean_metadata, decode_cleaner_plan
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import (
     Action,
     Instant,
     State,
@@ -60,13 +63,10 @@ from tableservice.hudi.instant import (
     parse_instant_time,
     timeline_timezone,
 )
-from tableservice.hudi.models import decode_clean_metadata, decode_cleaner_plan
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.timeline import Timeline
-from tableservice.planning.clean import SAVEPOINTED_TIMESTAMPS
-from tableservice.planning.clean_policy import CleanerPolicyName, CleanPolicy
+from tableservice.planning.clean.plan import SAVEPOINTED_TIMESTAMPS
+from tableservice.planning.clean.policy import CleanerPolicyName, CleanPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy, CompactionTriggerStrategy
 from tableservice.planning.keyed_policy import HudiKeyedPolicy
-from tableservice.planning.policy import CompactionPolicy, CompactionTriggerStrategy
 from tableservice.storage import FileInfo
 
 _OWN_PREFIXES = ("hoodie.keep.", "hoodie.archive.", "hoodie.commits.archival.", "hoodie.timeline.compaction.")
@@ -150,7 +150,7 @@ class ArchivalPolicy(HudiKeyedPolicy):
             )
         return self
 
-    # --- the archiver's view (tableservice.hudi.archival.ArchivalSelection) ---------------------
+    # --- the archiver's view (tableservice.hudi.action.archival.ArchivalSelection) ---------------------
 
     def instants_to_archive(self, table: HudiTable, timeline: Timeline) -> list[Instant]:
         return instants_to_archive(table, timeline, self)

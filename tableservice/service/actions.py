@@ -17,16 +17,16 @@ from dataclasses import dataclass, field, replace
 
 from tableservice.errors import InstantNotPendingError, InvalidPlanError, UnsupportedTableError
 from tableservice.executors.spark import SparkExecutor, job_tag
-from tableservice.hudi.commit import ConflictCheck, WriteStats, complete
-from tableservice.hudi.compaction import start_attempt
-from tableservice.hudi.filenames import parse_base_file_name
-from tableservice.hudi.fsview import partition_location
-from tableservice.hudi.instant import Instant, State
+from tableservice.hudi.action.commit import ConflictCheck, WriteStats, complete
+from tableservice.hudi.action.compact import start_attempt
+from tableservice.hudi.action.rollback import rollback
+from tableservice.hudi.action.tasks import Task
+from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
-from tableservice.hudi.rollback import rollback
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.tasks import Task
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table.fs_view import partition_location
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Instant, State
 from tableservice.hudi.write.markers import Heartbeat, delete_markers, list_marked_files
 from tableservice.locks import LockHandle, TableLock
 from tableservice.storage import StorageOptions, join

@@ -4,9 +4,9 @@ the timeline re-read there. One lease, `archival`, keeps replicas from archiving
 
 from __future__ import annotations
 
-from tableservice.hudi.archival import archive
-from tableservice.hudi.instant import Instant
-from tableservice.hudi.table import TableSnapshot
+from tableservice.hudi.action.archival import archive
+from tableservice.hudi.table.hudi_table import TableSnapshot
+from tableservice.hudi.timeline.instant import Instant
 from tableservice.locks import LockHandle
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.service.actions import TableContext

@@ -1,14 +1,14 @@
 """Clean as a table service: pending clean plans run oldest first; a new plan is written when the cleaner's policy
-says enough has changed (the planning is `tableservice.planning.clean`, execution `tableservice.hudi.clean`)."""
+says enough has changed (planning: `tableservice.planning.clean`, execution: `tableservice.hudi.action.clean`)."""
 
 from __future__ import annotations
 
-from tableservice.hudi.clean import execute_clean, schedule_clean
-from tableservice.hudi.instant import Action, Instant
-from tableservice.hudi.table import TableSnapshot
+from tableservice.hudi.action.clean import execute_clean, schedule_clean
+from tableservice.hudi.table.hudi_table import TableSnapshot
+from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockHandle
-from tableservice.planning.clean import CleanPlanner, clean_due
-from tableservice.planning.clean_policy import CleanPolicy
+from tableservice.planning.clean.plan import CleanPlanner, clean_due
+from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase
 

@@ -17,20 +17,20 @@ import time
 from dataclasses import dataclass
 
 from tableservice.errors import ActionAbandonedError, ConflictError, InvalidPlanError
-from tableservice.hudi.clustering import ClusteringTask, clustering_commit_metadata
-from tableservice.hudi.commit import Change, ChangeKind, commit
-from tableservice.hudi.conflicts import check_clustering_inputs, clustering_inputs_untouched
-from tableservice.hudi.instant import Instant, State
+from tableservice.hudi.action.cluster import ClusteringTask, clustering_commit_metadata
+from tableservice.hudi.action.commit import Change, ChangeKind, commit
+from tableservice.hudi.action.conflicts import check_clustering_inputs, clustering_inputs_untouched
+from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.models import HoodieWriteStat
-from tableservice.hudi.rollback import rollback
-from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
-from tableservice.hudi.table import HudiTable, TableSnapshot
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
+from tableservice.hudi.table.schema import add_meta_fields, avro_schema_to_json
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Instant, State
 from tableservice.locks import LockHandle
-from tableservice.planning.clustering import clustering_action, encode_requested_clustering, plan_clustering
-from tableservice.planning.clustering_policy import ClusteringPolicy, LayoutOptimizationStrategy
-from tableservice.planning.clustering_trigger import clustering_due
-from tableservice.planning.clustering_validate import ClusteringGroupInput, validate_clustering_plan
+from tableservice.planning.clustering.plan import clustering_action, encode_requested_clustering, plan_clustering
+from tableservice.planning.clustering.policy import ClusteringPolicy, LayoutOptimizationStrategy
+from tableservice.planning.clustering.trigger import clustering_due
+from tableservice.planning.clustering.validate import ClusteringGroupInput, validate_clustering_plan
 from tableservice.service.actions import TableContext, check_no_metadata_table, pending_plan, run_plan
 from tableservice.service.protocol import Outcome, ServiceBase
 

@@ -14,18 +14,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tableservice.errors import InvalidPlanError, UnsupportedTableError
-from tableservice.hudi.compaction import CompactionTask, compaction_commit_metadata
-from tableservice.hudi.conflicts import without_replaced_groups
-from tableservice.hudi.instant import Action, Instant, State
+from tableservice.hudi.action.compact import CompactionTask, compaction_commit_metadata
+from tableservice.hudi.action.conflicts import without_replaced_groups
 from tableservice.hudi.models import HoodieWriteStat, encode_compaction_plan
-from tableservice.hudi.schema import add_meta_fields, avro_schema_to_json
-from tableservice.hudi.table import HudiTable, TableSnapshot
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
+from tableservice.hudi.table.schema import add_meta_fields, avro_schema_to_json
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.locks import LockHandle
-from tableservice.planning.compaction import CompactionBlockedError, plan_compaction
-from tableservice.planning.compaction_trigger import CompactionTableState, DueDecision, compaction_due
-from tableservice.planning.compaction_validate import ResolvedOperation, validate_compaction_plan
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.compaction.plan import CompactionBlockedError, plan_compaction
+from tableservice.planning.compaction.policy import CompactionPolicy
+from tableservice.planning.compaction.trigger import CompactionTableState, DueDecision, compaction_due
+from tableservice.planning.compaction.validate import ResolvedOperation, validate_compaction_plan
 from tableservice.service.actions import (
     TableContext,
     check_no_metadata_table,

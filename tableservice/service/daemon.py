@@ -23,11 +23,11 @@ from anyio.abc import TaskGroup
 
 from tableservice import __version__
 from tableservice.config import DaemonConfig, TableEntry, load_config
-from tableservice.config_locks import LockSettings
+from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError, RetryableError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
-from tableservice.hudi.failed_writes import FailedWritesPolicy
+from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy
 from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.metrics import Metrics, new_metrics
 from tableservice.service.http import HealthState, serve_http, service_routes

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from tableservice.hudi.instant import Instant
-from tableservice.hudi.table import TableSnapshot
+from tableservice.hudi.table.hudi_table import TableSnapshot
+from tableservice.hudi.timeline.instant import Instant
 from tableservice.locks import LockHandle
 from tableservice.service.actions import TableContext
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tableservice.errors import InstantNotPendingError
-from tableservice.hudi.failed_writes import FailedWritesPolicy, failed_writes
-from tableservice.hudi.instant import Action, Instant
-from tableservice.hudi.rollback import resume_rollback, rollback
-from tableservice.hudi.table import TableSnapshot
+from tableservice.hudi.action.rollback import resume_rollback, rollback
+from tableservice.hudi.table.hudi_table import TableSnapshot
+from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy, failed_writes
+from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockHandle
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase

@@ -10,11 +10,11 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from tableservice.errors import TableServiceError
-from tableservice.hudi.instant import Action, Instant, parse_instant_time, timeline_timezone
+from tableservice.hudi.timeline.instant import Action, Instant, parse_instant_time, timeline_timezone
 from tableservice.planning.archival import ArchivalPolicy
-from tableservice.planning.clean_policy import CleanPolicy
-from tableservice.planning.clustering_policy import ClusteringPolicy
-from tableservice.planning.policy import CompactionPolicy
+from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.planning.clustering.policy import ClusteringPolicy
+from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.archival import ArchivalService
 from tableservice.service.clean import CleanService
 from tableservice.service.clustering import ClusteringResult, ClusteringService

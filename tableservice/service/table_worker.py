@@ -23,8 +23,8 @@ from tableservice.errors import (
     UnsupportedTableError,
 )
 from tableservice.executors.spark import SparkExecutor, job_tag
-from tableservice.hudi.instant import Action, Instant
-from tableservice.hudi.table import HudiTable, TableSnapshot
+from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
+from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
 from tableservice.service.actions import ActionHooks, TableContext

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import TextIO
 
-from tableservice.config_locks import LockSettings
+from tableservice.config.locks import LockSettings
 from tableservice.locks.dynamodb import DynamoDBLockProvider
 
 

@@ -23,11 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import ConflictError, PermanentError
-from tableservice.hudi.conflicts import check_write
-from tableservice.hudi.filenames import make_write_token, new_file_id
-from tableservice.hudi.fsview import FileSlice, FileSystemView
-from tableservice.hudi.instant import Action
-from tableservice.hudi.merge import DeltaRecords, MergeMode, merge_base_batch, merge_config_from_properties
+from tableservice.hudi.action.conflicts import check_write
+from tableservice.hudi.action.rollback import rollback
+from tableservice.hudi.file_group.filenames import make_write_token, new_file_id
+from tableservice.hudi.file_group.merge import DeltaRecords, MergeMode, merge_base_batch, merge_config_from_properties
+from tableservice.hudi.file_group.reader import BlockFilter, FileGroupReader
 from tableservice.hudi.models import (
     HoodieCommitMetadata,
     HoodieReplaceCommitMetadata,
@@ -36,11 +36,11 @@ from tableservice.hudi.models import (
     encode_commit_metadata,
     encode_requested_replace_metadata,
 )
-from tableservice.hudi.reader import BlockFilter, FileGroupReader
-from tableservice.hudi.rollback import rollback
-from tableservice.hudi.schema import add_meta_fields, arrow_schema_from_avro, avro_schema_to_json
-from tableservice.hudi.table import HudiTable
-from tableservice.hudi.timeline import Timeline
+from tableservice.hudi.table.fs_view import FileSlice, FileSystemView
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import add_meta_fields, arrow_schema_from_avro, avro_schema_to_json
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write import handles
 from tableservice.hudi.write.key_index import file_groups_of, key_index, lookup_file_ids
 from tableservice.hudi.write.markers import Heartbeat, MarkerType, delete_markers, list_marked_files

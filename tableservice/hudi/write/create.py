@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tableservice.errors import AlreadyExistsError, InvalidTableConfigError, UnsupportedTableError
-from tableservice.hudi import table_config as tc
-from tableservice.hudi.table_config import SUPPORTED_VERSIONS, TableConfig, TableType, store_table_config
+from tableservice.hudi.table import config as tc
+from tableservice.hudi.table.config import SUPPORTED_VERSIONS, TableConfig, TableType, store_table_config
 from tableservice.storage import Storage, join
 
 EVENT_TIME_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"

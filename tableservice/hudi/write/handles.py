@@ -15,10 +15,9 @@ from typing import Any
 import pyarrow as pa
 
 from tableservice.errors import AlreadyExistsError
-from tableservice.hudi.basefile import write_base_file
-from tableservice.hudi.filenames import PARTITION_METADATA_FILE, BaseFileName, LogFileName
-from tableservice.hudi.fsview import FileSlice, partition_location
-from tableservice.hudi.logformat import (
+from tableservice.hudi.file_group.base_file import write_base_file
+from tableservice.hudi.file_group.filenames import PARTITION_METADATA_FILE, BaseFileName, LogFileName
+from tableservice.hudi.file_group.log_format import (
     HeaderKey,
     append_log_blocks,
     encode_avro_data_block,
@@ -26,8 +25,9 @@ from tableservice.hudi.logformat import (
     encode_parquet_data_block,
 )
 from tableservice.hudi.models import HoodieWriteStat
-from tableservice.hudi.properties import format_properties
-from tableservice.hudi.schema import avro_schema_to_json
+from tableservice.hudi.table.fs_view import FileSlice, partition_location
+from tableservice.hudi.table.properties import format_properties
+from tableservice.hudi.table.schema import avro_schema_to_json
 from tableservice.hudi.write.markers import MarkerType, create_marker
 from tableservice.storage import Storage, join
 

@@ -8,8 +8,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tableservice.hudi.fsview import FileGroupId, FileSystemView
-from tableservice.hudi.logformat import BlockType, LogBlock, decode_data_block, decode_delete_block, iter_log_blocks
+from tableservice.hudi.file_group.log_format import (
+    BlockType,
+    LogBlock,
+    decode_data_block,
+    decode_delete_block,
+    iter_log_blocks,
+)
+from tableservice.hudi.table.fs_view import FileGroupId, FileSystemView
 from tableservice.hudi.write.records import PARTITION_PATH, RECORD_KEY
 from tableservice.storage import Storage
 

@@ -13,7 +13,7 @@ import enum
 import threading
 import time
 
-from tableservice.hudi.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.storage import Storage, join
 
 MARKER_SUFFIX = ".marker."

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import PermanentError
-from tableservice.hudi.filenames import DEFAULT_PARTITION_PATH, escape_partition_value
-from tableservice.hudi.table_config import TableConfig
+from tableservice.hudi.file_group.filenames import DEFAULT_PARTITION_PATH, escape_partition_value
+from tableservice.hudi.table.config import TableConfig
 
 RECORD_KEY = "_hoodie_record_key"
 PARTITION_PATH = "_hoodie_partition_path"

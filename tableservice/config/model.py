@@ -1,0 +1,355 @@
+"""The daemon's configuration model: one YAML file, validated by these pydantic models.
+
+Top level: `service`, `spark`, `storage`, `locks`, `defaults`, `tables`, `discovery`. Every mapping rejects
+unknown keys. `config.example.yaml` at the top of the repository documents every key and default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
+from pydantic import model_validator as _model_validator
+
+from tableservice.config.discovery import discover_tables, glob_regex
+from tableservice.config.locks import LockSettings, merge_locks
+from tableservice.config.policy import HudiValue, PolicySet, merge_policy
+from tableservice.config.schema import ConfigIssue, ConfigIssues, MirrorOf, issue, issues_from_error
+from tableservice.storage import Storage, StorageOptions, to_uri
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+
+# --- service -----------------------------------------------------------------------------------------------------
+
+
+class RetrySettings(_Section):
+    """Back-off after a failed action, and quarantine of a table that keeps failing."""
+
+    initial_backoff_seconds: float = Field(default=30.0, gt=0)
+    max_backoff_seconds: float = Field(default=1800.0, gt=0)
+    quarantine_after_failures: int = Field(default=5, ge=1)
+    quarantine_seconds: float = Field(default=3600.0, gt=0)
+
+    @_model_validator(mode="after")
+    def _ordered(self) -> RetrySettings:
+        if self.max_backoff_seconds < self.initial_backoff_seconds:
+            raise issue(
+                "max_backoff_seconds",
+                f"must be at least initial_backoff_seconds ({self.initial_backoff_seconds:g})",
+                self.max_backoff_seconds,
+            )
+        return self
+
+
+class HttpSettings(_Section):
+    """The HTTP endpoint for /metrics (Prometheus) and health checks."""
+
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=9464, ge=0, le=65535)
+
+
+class LogSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    format: Literal["text", "json"] = "text"
+
+    @field_validator("level", "format", mode="before")
+    @classmethod
+    def _case(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        return value.strip().upper() if info.field_name == "level" else value.strip().lower()
+
+
+class ServiceSettings(_Section):
+    poll_interval_seconds: float = Field(default=30.0, gt=0)
+    poll_jitter: float = Field(default=0.1, ge=0, lt=1)
+    max_concurrent_actions: int = Field(default=2, ge=1)
+    shutdown_grace_seconds: float = Field(default=120.0, ge=0)
+    retry: RetrySettings = RetrySettings()
+    http: HttpSettings = HttpSettings()
+    log: LogSettings = LogSettings()
+
+
+# --- spark -------------------------------------------------------------------------------------------------------
+
+_LOCAL_MASTER = re.compile(r"local(\[(\*|\d+)(,\s*\d+)?\])?")
+_OWN_KEYS = {"spark.master": "master", "spark.remote": "remote", "spark.app.name": "app_name"}
+
+
+class SparkSettings(_Section):
+    """Where Spark jobs run: a classic `master` or a Spark Connect `remote`, never both."""
+
+    master: str | None = None
+    remote: str | None = None
+    app_name: str = Field(default="tableservice", min_length=1)
+    conf: dict[str, str] = {}
+
+    @field_validator("master")
+    @classmethod
+    def _master(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if value.startswith("sc://"):
+            raise ValueError("a Spark Connect URL (sc://...) goes in spark.remote")
+        if not (_LOCAL_MASTER.fullmatch(value) or value == "yarn" or "://" in value):
+            raise ValueError("expected local, local[N], local[*], yarn or a URL such as spark://host:7077")
+        return value
+
+    @field_validator("remote")
+    @classmethod
+    def _remote(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip().startswith("sc://"):
+            raise ValueError("a Spark Connect URL starts with sc://")
+        return None if value is None else value.strip()
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _conf(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        problems: list[ConfigIssue] = []
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if key in _OWN_KEYS:
+                problems.append(ConfigIssue((key,), f"set spark.{_OWN_KEYS[key]} instead", item))
+            elif not isinstance(key, str) or not key.startswith("spark."):
+                problems.append(ConfigIssue((key,), "Spark configuration keys start with 'spark.'", item))
+            elif isinstance(item, bool):
+                out[key] = "true" if item else "false"
+            elif isinstance(item, int | float | str):
+                out[key] = str(item)
+            else:
+                problems.append(ConfigIssue((key,), "expected a string, number or boolean", item))
+        if problems:
+            raise ConfigIssues(problems)
+        return out
+
+    @_model_validator(mode="before")
+    @classmethod
+    def _one_of(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        master, remote = data.get("master"), data.get("remote")
+        if master is not None and remote is not None:
+            raise issue("remote", "spark.master and spark.remote are mutually exclusive; set only one of them", remote)
+        if master is None and remote is None:
+            return {**data, "master": "local[*]"}
+        return data
+
+
+# --- storage -----------------------------------------------------------------------------------------------------
+
+
+class StorageSettings(_Section):
+    """Object-store settings; credentials come only from the usual AWS sources, never from this file."""
+
+    endpoint_url: str | None = Field(default=None, min_length=1)
+    region: str | None = Field(default=None, min_length=1)
+
+    def options(self, env: Mapping[str, str] | None = None) -> StorageOptions:
+        """Options for `tableservice.storage.Storage`: these values, else AWS_ENDPOINT_URL(_S3) / AWS_REGION."""
+        env = os.environ if env is None else env
+        return StorageOptions(
+            endpoint_url=self.endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
+            region=self.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+        )
+
+
+# --- tables and discovery ----------------------------------------------------------------------------------------
+
+
+def normalise_location(value: str, info: ValidationInfo) -> str:
+    """`s3a://` -> `s3://`, no trailing `/`; relative local paths resolve against the config file's folder."""
+    loc = to_uri(value.strip())
+    if loc.startswith("s3://"):
+        bucket_and_key = loc[len("s3://") :].strip("/")
+        if not bucket_and_key:
+            raise ValueError("an S3 location needs a bucket: s3://bucket/prefix")
+        return "s3://" + bucket_and_key
+    if "://" in loc:
+        raise ValueError("expected a local path or an s3:// URI")
+    base = (info.context or {}).get("base_dir") if info.context else None
+    if not os.path.isabs(loc):
+        loc = os.path.join(base if isinstance(base, str) else os.getcwd(), loc)
+    return os.path.normpath(loc)
+
+
+class TableEntry(_Section):
+    """One table: its location, an optional name, and overrides of `defaults` and `locks` for it."""
+
+    uri: str = Field(min_length=1)
+    name: str | None = Field(default=None, min_length=1)
+    policy: Annotated[dict[str, Any], MirrorOf(PolicySet)] = {}
+    locks: Annotated[dict[str, Any], MirrorOf(LockSettings)] = {}
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, value: str, info: ValidationInfo) -> str:
+        return normalise_location(value, info)
+
+    @field_validator("policy")
+    @classmethod
+    def _policy_shape(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for service, section in value.items():
+            if section is not None and not isinstance(section, Mapping):
+                raise issue(service, "expected a mapping of keys to values", section)
+        return {k: dict(v) for k, v in value.items() if v is not None}
+
+
+class DiscoveryRoot(_Section):
+    """A folder searched for tables: folders holding `.hoodie/hoodie.properties` under `root`."""
+
+    root: str = Field(min_length=1)
+    max_depth: int = Field(default=3, ge=0)
+    include: list[str] = []
+    exclude: list[str] = []
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, value: str, info: ValidationInfo) -> str:
+        return normalise_location(value, info)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        problems = []
+        for i, pattern in enumerate(value):
+            try:
+                glob_regex(pattern)
+            except re.error as e:
+                problems.append(ConfigIssue((i,), f"not a valid glob pattern: {e}", pattern))
+        if problems:
+            raise ConfigIssues(problems)
+        return value
+
+
+# --- the whole file ----------------------------------------------------------------------------------------------
+
+
+class DaemonConfig(_Section):
+    """The daemon's whole configuration. Equal configurations compare equal; see `config_fingerprint`."""
+
+    service: ServiceSettings = ServiceSettings()
+    spark: SparkSettings = SparkSettings()
+    storage: StorageSettings = StorageSettings()
+    locks: LockSettings = LockSettings()
+    defaults: PolicySet = PolicySet()
+    tables: list[TableEntry] = []
+    discovery: list[DiscoveryRoot] = []
+
+    _policies: dict[str, PolicySet] = PrivateAttr(default_factory=dict)
+    _locks: dict[str, LockSettings] = PrivateAttr(default_factory=dict)
+
+    @_model_validator(mode="after")
+    def _tables(self) -> DaemonConfig:
+        problems: list[ConfigIssue] = []
+        seen_uri: dict[str, int] = {}
+        seen_name: dict[str, int] = {}
+        for i, table in enumerate(self.tables):
+            if table.uri in seen_uri:
+                problems.append(
+                    ConfigIssue(("tables", i, "uri"), f"also listed as tables[{seen_uri[table.uri]}]", table.uri)
+                )
+            seen_uri.setdefault(table.uri, i)
+            if table.name is not None:
+                if table.name in seen_name:
+                    problems.append(
+                        ConfigIssue(("tables", i, "name"), f"also used by tables[{seen_name[table.name]}]", table.name)
+                    )
+                seen_name.setdefault(table.name, i)
+            try:
+                self._policies[table.uri] = merge_policy(self.defaults, table.policy)
+            except ValidationError as e:
+                problems.extend(p.under(("tables", i, "policy")) for p in issues_from_error(e, PolicySet))
+            try:
+                self._locks[table.uri] = merge_locks(self.locks, table.locks) if table.locks else self.locks
+            except ValidationError as e:
+                problems.extend(p.under(("tables", i, "locks")) for p in issues_from_error(e, LockSettings))
+        if problems:
+            raise ConfigIssues(problems)
+        return self
+
+    # --- per-table views -------------------------------------------------------------------------------
+
+    def table(self, uri: str) -> TableEntry | None:
+        """The entry listed for `uri` (any spelling: s3a://, trailing /), or None."""
+        wanted = _identity(uri)
+        return next((t for t in self.tables if t.uri == wanted), None)
+
+    def resolve_tables(self, storage: Storage) -> list[TableEntry]:
+        """The listed tables, then those found under `discovery` roots and not listed (they get `defaults`
+        and `locks` as they are). Lists each root once per call; storage errors propagate."""
+        entries = list(self.tables)
+        listed = {t.uri for t in entries}
+        for root in self.discovery:
+            for uri in discover_tables(storage, root.root, root.max_depth, root.include, root.exclude):
+                if uri not in listed:
+                    listed.add(uri)
+                    entries.append(TableEntry.model_validate({"uri": uri}))
+        return entries
+
+    def effective_policy(self, table: TableEntry | str) -> PolicySet:
+        """`defaults` merged with the table's overrides (a table not listed gets `defaults`)."""
+        uri = table.uri if isinstance(table, TableEntry) else _identity(table)
+        if isinstance(table, TableEntry) and table.uri not in self._policies and table.policy:
+            return merge_policy(self.defaults, table.policy)
+        return self._policies.get(uri, self.defaults)
+
+    def effective_locks(self, table: TableEntry | str) -> LockSettings:
+        """`locks` merged with the table's lock overrides (a table not listed gets `locks`)."""
+        uri = table.uri if isinstance(table, TableEntry) else _identity(table)
+        if isinstance(table, TableEntry) and table.uri not in self._locks and table.locks:
+            return merge_locks(self.locks, table.locks)
+        return self._locks.get(uri, self.locks)
+
+    def table_fingerprint(self, table: TableEntry | str) -> str:
+        """Digest of everything that decides how one table is served (name, effective policy and locks)."""
+        entry = (
+            table if isinstance(table, TableEntry) else self.table(table) or TableEntry.model_validate({"uri": table})
+        )
+        doc = {
+            "uri": entry.uri,
+            "name": entry.name,
+            "policy": self.effective_policy(entry).model_dump(mode="json", by_alias=True),
+            "locks": self.effective_locks(entry).model_dump(mode="json", by_alias=True),
+        }
+        return _digest(doc)
+
+    def config_fingerprint(self) -> str:
+        """Digest of the whole validated configuration; equal digests mean nothing changed on reload."""
+        return _digest(self.model_dump(mode="json", by_alias=True))
+
+
+def _identity(uri: str) -> str:
+    loc = to_uri(uri.strip())
+    if loc.startswith("s3://"):
+        return "s3://" + loc[len("s3://") :].strip("/")
+    return os.path.normpath(os.path.abspath(loc)) if "://" not in loc else loc
+
+
+def _digest(doc: Any) -> str:
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+__all__ = [
+    "DaemonConfig",
+    "DiscoveryRoot",
+    "HttpSettings",
+    "HudiValue",
+    "LogSettings",
+    "RetrySettings",
+    "ServiceSettings",
+    "SparkSettings",
+    "StorageSettings",
+    "TableEntry",
+]

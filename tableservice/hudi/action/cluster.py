@@ -1,0 +1,203 @@
+"""Executing clustering in the format layer: one clustering group (input file slices of one partition) into new
+file groups, sorted by the plan's sort columns, and the replace commit that completes a clustering instant.
+
+A `ClusteringTask` is self-contained JSON (like `CompactionTask`): a Spark task merged-reads the group's slices,
+sorts the rows (linear: by the sort columns in order; z-order: by the interleaved bits of the columns' ranks),
+and writes `numOutputFileGroups` new files near the target size, named `<new fileId>_<token>_<instant>.parquet`.
+Records keep their commit time and sequence number (`preserveHoodieMetadata`); `_hoodie_file_name` names the new
+file. Memory bound per task: the group's merged rows (Arrow) plus one output file's worth of sorted rows; the
+planner's `max.bytes.per.group` bounds it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tableservice.errors import InvalidPlanError, StaleAttemptError
+from tableservice.hudi.action.compact import check_attempt, slice_at, task_reader, with_file_name
+from tableservice.hudi.file_group.base_file import write_base_file
+from tableservice.hudi.file_group.filenames import BaseFileName
+from tableservice.hudi.models import HoodieReplaceCommitMetadata, HoodieWriteStat
+from tableservice.hudi.table.fs_view import partition_location
+from tableservice.hudi.write.markers import MarkerType, create_marker
+from tableservice.storage import Storage, join
+
+
+@dataclass(frozen=True)
+class SliceInput:
+    file_id: str
+    base_instant_time: str
+    base_file: str | None
+    log_files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClusteringTask:
+    table_name: str
+    base_path: str
+    table_version: int
+    properties: dict[str, str]
+    avro_schema: dict[str, Any]  # with meta fields
+    instant_time: str
+    partition_path: str
+    slices: tuple[SliceInput, ...]
+    num_output_groups: int
+    target_file_bytes: int
+    sort_columns: tuple[str, ...] = ()
+    layout: str = "linear"  # or "z-order"
+    completed_instants: tuple[str, ...] = ()
+    timeline_start: str | None = None
+    write_token: str = "0-0-0"
+    compression: str = "gzip"
+    size_hint: int = 0
+    attempt_id: str = ""
+    group_index: int = 0
+    extra: dict[str, str] = field(default_factory=dict)
+    kind: str = "clustering"
+    pending_instants: tuple[str, ...] = ()  # never treated as archived
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> ClusteringTask:
+        data = json.loads(text)
+        data["slices"] = tuple(SliceInput(**{**s, "log_files": tuple(s["log_files"])}) for s in data["slices"])
+        for key in ("sort_columns", "completed_instants", "pending_instants"):
+            data[key] = tuple(data.get(key, ()))
+        return cls(**data)
+
+
+def _rank(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Dense rank of a column's values (nulls last), as uint64."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    ranks = np.asarray(pc.rank(array, sort_keys="ascending", tiebreaker="dense"))
+    return ranks.astype(np.uint64)
+
+
+def z_order_key(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """A z-order (Morton) key: the columns' dense ranks scaled to `64 // k` bits each, bits interleaved."""
+    k = len(columns)
+    bits = 64 // k
+    key = np.zeros(table.num_rows, dtype=np.uint64)
+    scaled = []
+    for name in columns:
+        r = _rank(table.column(name))
+        top = int(r.max()) if len(r) else 0
+        width = max(1, top.bit_length())
+        shift = width - bits
+        scaled.append(r >> np.uint64(shift) if shift > 0 else r << np.uint64(-shift) if shift < 0 else r)
+    for bit in range(bits - 1, -1, -1):
+        for r in scaled:
+            key = (key << np.uint64(1)) | ((r >> np.uint64(bit)) & np.uint64(1))
+    return key
+
+
+def sort_rows(table: pa.Table, columns: Sequence[str], layout: str) -> pa.Table:
+    if not columns or table.num_rows == 0:
+        return table
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise InvalidPlanError(f"sort columns {missing} are not in the table schema")
+    if layout == "z-order" and len(columns) > 1:
+        order = np.argsort(z_order_key(table, columns), kind="stable")
+        return table.take(pa.array(order))
+    return table.sort_by([(c, "ascending") for c in columns])
+
+
+def _split_sizes(rows: int, row_bytes: float, groups: int, target_bytes: int) -> list[int]:
+    """Rows per output file: at least `groups` files (the plan's count), more when files would exceed the target."""
+    needed = math.ceil(rows * row_bytes / target_bytes) if target_bytes > 0 and row_bytes > 0 else 1
+    n = max(1, min(rows, max(groups, needed)))
+    return [rows // n + (1 if i < rows % n else 0) for i in range(n)]
+
+
+def run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieWriteStat]:
+    """Merge, sort and rewrite one clustering group; returns one write stat per new file."""
+    check_attempt(storage, task)
+    reader = task_reader(storage, task)
+    schema = reader.schema
+    parts = [
+        t
+        for s in task.slices
+        for t in reader.read_slice(
+            slice_at(storage, task.partition_path, s.file_id, s.base_instant_time, s.base_file, s.log_files)
+        )
+    ]
+    rows = pa.concat_tables(parts) if parts else schema.empty_table()
+    rows = sort_rows(rows, task.sort_columns, task.layout)
+    # Bytes a row takes on storage: from the input files (`size_hint`) when known, else Arrow's in-memory size
+    # over a typical Parquet compression ratio.
+    if rows.num_rows and task.size_hint > 0:
+        row_bytes = task.size_hint / rows.num_rows
+    else:
+        row_bytes = rows.nbytes / rows.num_rows / 3 if rows.num_rows else 0.0
+    sizes = _split_sizes(rows.num_rows, row_bytes, task.num_output_groups, task.target_file_bytes)
+    stats: list[HoodieWriteStat] = []
+    written: list[str] = []
+    offset = 0
+    try:
+        for size in sizes:
+            file_id = f"{uuid.uuid4()}-0"
+            name = BaseFileName(file_id, task.write_token, task.instant_time, ".parquet").name
+            create_marker(storage, task.base_path, task.instant_time, task.partition_path, name, MarkerType.CREATE)
+            location = join(partition_location(task.base_path, task.partition_path), name)
+            piece = with_file_name(rows.slice(offset, size), name)
+            offset += size
+            result = write_base_file(
+                storage, location, piece, avro_schema=task.avro_schema, compression=task.compression, file_name=name
+            )
+            written.append(location)
+            relative = f"{task.partition_path}/{name}" if task.partition_path else name
+            stats.append(
+                HoodieWriteStat(
+                    file_id=file_id,
+                    path=relative,
+                    prev_commit="null",
+                    num_writes=result.num_rows,
+                    num_deletes=0,
+                    num_update_writes=0,
+                    num_inserts=result.num_rows,
+                    total_write_bytes=result.file_size,
+                    total_write_errors=0,
+                    partition_path=task.partition_path,
+                    file_size_in_bytes=result.file_size,
+                    total_log_records=0,
+                    total_log_files_compacted=0,
+                    total_log_size_compacted=0,
+                    total_updated_records_compacted=0,
+                    total_log_blocks=0,
+                    total_corrupt_log_block=0,
+                    total_rollback_blocks=0,
+                )
+            )
+        check_attempt(storage, task)
+    except StaleAttemptError:
+        for location in written:
+            storage.delete(location)
+        raise
+    return stats
+
+
+def clustering_commit_metadata(
+    stats: Sequence[HoodieWriteStat], replaced: dict[str, tuple[str, ...]], schema_json: str
+) -> HoodieReplaceCommitMetadata:
+    by_partition: dict[str, list[HoodieWriteStat]] = {}
+    for s in stats:
+        by_partition.setdefault(s.partition_path or "", []).append(s)
+    return HoodieReplaceCommitMetadata(
+        partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
+        compacted=False,
+        extra_metadata={"schema": schema_json},
+        operation_type="CLUSTER",
+        partition_to_replace_file_ids=replaced,
+    )

@@ -1,0 +1,157 @@
+"""The one commit path: every change the daemon makes to a table's timeline ends here.
+
+A change is a completed action (compaction, clustering, clean, rollback), a savepoint created or deleted, a
+pending plan removed, or instants archived. Each goes through `commit`, which, in this order:
+
+1. takes the table lock (the one the table's writers take);
+2. re-reads the timeline under it;
+3. runs the change's conflict checks (`tableservice.hudi.action.conflicts`) against that timeline: a check raises a
+   ConflictError, or returns the write stats that may still be committed;
+4. checks that the table lock and the executor lease are still held (a lost one raises LockLostError and nothing
+   is written);
+5. deletes the files of write stats a check left out;
+6. calls `update_metadata_table` with the change (instant, action, write stats): the one place where keeping the
+   metadata table in step goes;
+7. writes the change to the timeline. The table then holds the timeline re-read in step 2 with the change
+   applied where the change is known exactly (a completed instant), else it loads a fresh one when next asked.
+
+Nothing is written unless every step before it succeeded, so a failure leaves the timeline as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar, runtime_checkable
+
+from tableservice.errors import UnsupportedTableError
+from tableservice.hudi.models import HoodieWriteStat
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action, Instant
+from tableservice.storage import join
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+LockFactory = Callable[[], AbstractContextManager[object]]
+WriteStats = tuple[HoodieWriteStat, ...]
+ConflictCheck = Callable[[Timeline, WriteStats], WriteStats]
+
+
+@runtime_checkable
+class Held(Protocol):
+    """A held lock or lease: `check` raises LockLostError once it is no longer held."""
+
+    def check(self) -> None: ...
+
+
+class ChangeKind(enum.Enum):
+    COMPLETE = "complete"  # an inflight action's completed instant
+    REMOVE_PENDING = "remove_pending"  # a pending plan that can never complete is removed
+    SAVEPOINT = "savepoint"  # a savepoint created or deleted
+    ARCHIVE = "archive"  # instants moved to the archived timeline
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one commit changes, as `update_metadata_table` sees it."""
+
+    kind: ChangeKind
+    instant: Instant | None = None
+    write_stats: WriteStats = ()
+
+    @property
+    def action(self) -> Action | None:
+        return self.instant.action if self.instant is not None else None
+
+    @property
+    def instant_time(self) -> str:
+        return self.instant.requested_time if self.instant is not None else ""
+
+
+def update_metadata_table(table: HudiTable, timeline: Timeline, change: Change) -> None:
+    """Keep the table's metadata table in step with `change`: called by every commit under the table lock, after
+    the conflict checks and before the data table's timeline is written. Tables with a metadata table are not
+    served yet, so there is nothing to write; but a writer may have enabled one since the action started (the
+    configuration is read again with the timeline under the lock): a completed action that the metadata table
+    does not record would hide its files from readers that list through it, so nothing is committed."""
+    del timeline
+    if change.kind is ChangeKind.COMPLETE and table.config.has_metadata_table:
+        raise UnsupportedTableError(
+            f"a metadata table was enabled while {change.instant} ran; it is left uncommitted until the metadata "
+            "table is kept in step",
+            table=table.name,
+            path=table.config.path,
+        )
+
+
+def no_lock() -> AbstractContextManager[object]:
+    """For callers that exclude nobody (tests, single-process tools)."""
+    return contextlib.nullcontext()
+
+
+def commit(
+    table: HudiTable,
+    change: Change,
+    write: Callable[[Timeline, Change], T],
+    *,
+    lock: LockFactory | None = None,
+    checks: Sequence[ConflictCheck] = (),
+    lease: Held | None = None,
+) -> T:
+    """Run the commit path (see the module docstring); returns what `write` returns. `write` receives the timeline
+    re-read under the lock and the change with the write stats the checks kept."""
+    with (lock if lock is not None else no_lock)() as held:
+        latest = table.reload()
+        kept = change.write_stats
+        for check in checks:
+            kept = check(latest, kept)
+        if isinstance(held, Held):
+            held.check()
+        if lease is not None:
+            lease.check()
+        if len(kept) != len(change.write_stats):
+            _discard(table, change, kept)
+            change = replace(change, write_stats=kept)
+        update_metadata_table(table, latest, change)
+        done = write(latest, change)
+        table.forget_timeline(unless_replaced=latest)  # unless `write` applied its change to the held timeline
+        return done
+
+
+def complete(
+    table: HudiTable,
+    inflight: Instant,
+    content: Callable[[WriteStats], bytes],
+    *,
+    write_stats: Sequence[HoodieWriteStat] = (),
+    lock: LockFactory | None = None,
+    checks: Sequence[ConflictCheck] = (),
+    lease: Held | None = None,
+) -> tuple[Instant, WriteStats]:
+    """Complete an inflight action through `commit`: the completed file holds `content(kept write stats)`."""
+
+    def write(latest: Timeline, change: Change) -> tuple[Instant, WriteStats]:
+        done = table.active.transition_to_completed(inflight, content(change.write_stats), timeline=latest)
+        table.applied(latest, done)
+        return done, change.write_stats
+
+    change = Change(ChangeKind.COMPLETE, inflight, tuple(write_stats))
+    return commit(table, change, write, lock=lock, checks=checks, lease=lease)
+
+
+def _discard(table: HudiTable, change: Change, kept: WriteStats) -> None:
+    keep = {s.path for s in kept}
+    for s in change.write_stats:
+        if s.path and s.path not in keep:
+            table.storage.delete(join(table.base_path, s.path))
+            log.info(
+                "deleted %s: left out of the commit by a conflict check",
+                s.path,
+                extra={"table": table.name, "instant": change.instant_time},
+            )

@@ -1,0 +1,1 @@
+"""File groups and their slices' files: file names, base files (Parquet), bloom filters, log format, merged reads."""

@@ -1,0 +1,271 @@
+"""Merged reads: a file slice (base file + log files) into Arrow tables, and whole-table reads on top.
+
+`FileGroupReader.read_slice` streams the base file by row group and merges each batch with the slice's log
+records (`merge.DeltaRecords`). Memory bound per slice: the surviving log records of the slice (one version
+per record key, all columns) plus one base row group and its merged copy. Base files are never loaded whole.
+
+Which log blocks count as data (Hudi's rules):
+- Corrupt blocks are skipped (the log reader already resynchronised on the next magic).
+- A rollback command block drops every block written for its target instant, wherever it sits.
+- Table version 6 checks each block: its instant must be completed on the active timeline or older than the
+  timeline's first instant (archived). Versions 8 and 9 check per log file (in the file-system view).
+- Blocks written after the read's instant (time travel) are skipped.
+- A block carrying COMPACTED_BLOCK_TIMES (log compaction) replaces the blocks of those instants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tableservice.errors import CorruptFileError, TableServiceError, UnsupportedTableError
+from tableservice.hudi.file_group.log_format import (
+    BlockType,
+    CorruptBlock,
+    HeaderKey,
+    LogBlock,
+    decode_data_block,
+    decode_delete_block,
+    iter_log_blocks,
+)
+from tableservice.hudi.file_group.merge import DeltaRecords, MergeConfig, merge_base_batch, remaining_inserts
+from tableservice.hudi.table.fs_view import BaseFile, FileSlice, FileSystemView
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.storage import Storage
+
+RECORD_KEY = "_hoodie_record_key"
+COMMIT_TIME = "_hoodie_commit_time"
+DEFAULT_BATCH_ROWS = 131_072
+
+
+@dataclass
+class ScanStats:
+    """What a slice's log scan met (reported in write stats and metrics)."""
+
+    log_files: int = 0
+    log_blocks: int = 0
+    corrupt_blocks: int = 0
+    rollback_blocks: int = 0
+    skipped_blocks: int = 0
+    log_records: int = 0
+    log_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class BlockFilter:
+    """Decides which data blocks of a log scan are visible."""
+
+    table_version: int
+    completed: frozenset[str]
+    timeline_start: str | None
+    as_of: str | None = None
+    pending: frozenset[str] = frozenset()  # instants still pending on the active timeline are never archived
+
+    @classmethod
+    def for_timeline(cls, table_version: int, timeline: Timeline, as_of: str | None = None) -> BlockFilter:
+        return cls(
+            table_version,
+            frozenset(i.requested_time for i in timeline.completed()),
+            timeline.commits_start(),
+            as_of,
+            frozenset(i.requested_time for i in timeline.pending()),
+        )
+
+    def visible(self, instant: str | None) -> bool:
+        if instant is None:
+            return False
+        if self.as_of is not None and instant > self.as_of:
+            return False
+        if self.table_version >= 8:
+            return True
+        return instant in self.completed or (
+            self.timeline_start is not None and instant < self.timeline_start and instant not in self.pending
+        )
+
+
+@dataclass
+class LogScan:
+    blocks: list[LogBlock] = field(default_factory=list)
+    stats: ScanStats = field(default_factory=ScanStats)
+
+
+def scan_log_blocks(
+    storage: Storage, log_locations: Sequence[str], block_filter: BlockFilter, *, table: str | None = None
+) -> LogScan:
+    """The visible data and delete blocks of a slice's log files, in log order."""
+    scan = LogScan()
+    candidates: list[LogBlock] = []
+    rolled_back: set[str] = set()
+    compacted: set[str] = set()
+    for location in log_locations:
+        scan.stats.log_files += 1
+        for block in iter_log_blocks(storage, location, table=table):
+            if isinstance(block, CorruptBlock):
+                scan.stats.corrupt_blocks += 1
+                continue
+            scan.stats.log_blocks += 1
+            if block.block_type is BlockType.COMMAND:
+                if block.is_rollback_command and block.target_instant_time:
+                    scan.stats.rollback_blocks += 1
+                    rolled_back.add(block.target_instant_time)
+                continue
+            if block.block_type is BlockType.HFILE_DATA:
+                raise UnsupportedTableError(
+                    "HFile data blocks are not supported in data tables", table=table, path=location
+                )
+            if block.block_type is BlockType.CDC_DATA:
+                continue
+            if not block_filter.visible(block.instant_time):
+                scan.stats.skipped_blocks += 1
+                continue
+            times = block.header.get(HeaderKey.COMPACTED_BLOCK_TIMES)
+            if times:
+                compacted.update(t.strip() for t in times.split(",") if t.strip())
+            candidates.append(block)
+    for block in candidates:
+        t = block.instant_time
+        if t in rolled_back or (t in compacted and not block.header.get(HeaderKey.COMPACTED_BLOCK_TIMES)):
+            scan.stats.skipped_blocks += 1
+            continue
+        scan.blocks.append(block)
+    return scan
+
+
+def _ordering_values(deletes: pa.Table, target: pa.DataType | None) -> pa.Array | pa.ChunkedArray:
+    values = deletes.column("ordering_value")
+    kinds = deletes.column("ordering_value_kind")
+    # Hudi writes int 0 when a delete has no ordering value: keep it as the "natural order" marker.
+    natural = pc.and_(pc.equal(kinds, "int"), pc.equal(values.cast(pa.string()), "0"))
+    if target is None or values.type == target:
+        return values
+    try:
+        cast = values.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return values
+    return pc.if_else(natural, pa.scalar(None, target), cast)
+
+
+class FileGroupReader:
+    """Reads file slices of one table with one merge configuration and one read schema."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        table_name: str,
+        merge_config: MergeConfig,
+        schema: pa.Schema,
+        block_filter: BlockFilter,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> None:
+        self.storage = storage
+        self.table_name = table_name
+        self.merge_config = merge_config
+        self.schema = schema
+        self.block_filter = block_filter
+        self.batch_rows = batch_rows
+        self.last_stats = ScanStats()
+
+    def delta_records(self, slice_: FileSlice) -> DeltaRecords:
+        """The surviving log records of a slice."""
+        scan = scan_log_blocks(
+            self.storage, [lf.location for lf in slice_.log_files], self.block_filter, table=self.table_name
+        )
+        self.last_stats = scan.stats
+        self.last_stats.log_bytes = slice_.log_size
+        delta = DeltaRecords(self.merge_config, schema=self.schema)
+        ordering = self.merge_config.ordering_fields
+        ordering_type = (
+            self.schema.field(ordering[0]).type if len(ordering) == 1 and ordering[0] in self.schema.names else None
+        )
+        for block in scan.blocks:
+            try:
+                if block.block_type is BlockType.DELETE:
+                    deletes = decode_delete_block(block, self.storage, table=self.table_name)
+                    self.last_stats.log_records += deletes.num_rows
+                    delta.add_deletes(deletes.column("record_key"), _ordering_values(deletes, ordering_type))
+                else:
+                    data = decode_data_block(block, self.storage, table=self.table_name)
+                    self.last_stats.log_records += data.num_rows
+                    partial = block.header.get(HeaderKey.IS_PARTIAL, "").lower() == "true"
+                    delta.add_data(data, partial=partial)
+            except TableServiceError as e:
+                raise e.with_context(table=self.table_name, path=block.location) from e
+        return delta
+
+    def iter_base(self, base: BaseFile, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        try:
+            with self.storage.open_input_file(base.location) as f:
+                pf = pq.ParquetFile(f)
+                wanted = None
+                if columns is not None:
+                    present = set(pf.schema_arrow.names)
+                    wanted = [c for c in columns if c in present]
+                yield from pf.iter_batches(batch_size=self.batch_rows, columns=wanted, use_threads=False)
+        except TableServiceError as e:
+            raise e.with_context(table=self.table_name, path=base.location) from e
+        except (pa.ArrowException, OSError) as e:
+            raise CorruptFileError(f"base file does not read: {e}", table=self.table_name, path=base.location) from e
+
+    def read_slice(self, slice_: FileSlice, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+        """Merged rows of one slice, as tables of at most about `batch_rows` rows, in the read schema."""
+        target = self.schema
+        if not slice_.log_files:
+            self.last_stats = ScanStats()
+            if slice_.base_file is not None:
+                for batch in self.iter_base(slice_.base_file, columns):
+                    yield _align(pa.Table.from_batches([batch]), target, columns)
+            return
+        delta = self.delta_records(slice_)
+        matched = delta.new_match_mask()
+        if slice_.base_file is not None:
+            for batch in self.iter_base(slice_.base_file):
+                merged = merge_base_batch(batch, delta, schema=target, matched=matched)
+                yield _align(merged, target, columns)
+        inserts = remaining_inserts(delta, matched, schema=target)
+        if inserts.num_rows:
+            yield _align(inserts, target, columns)
+
+
+def _align(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None) -> pa.Table:
+    """Cast to the read schema (columns missing from old files become nulls) and project."""
+    names = list(columns) if columns is not None else schema.names
+    arrays = []
+    fields = []
+    for name in names:
+        f = schema.field(name) if name in schema.names else None
+        if name in table.column_names:
+            col = table.column(name)
+            if f is not None and col.type != f.type:
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise CorruptFileError(f"column {name!r} of type {col.type} does not read as {f.type}: {e}") from e
+            arrays.append(col)
+            fields.append(f if f is not None else pa.field(name, col.type))
+        elif f is not None:
+            arrays.append(pa.nulls(table.num_rows, f.type))
+            fields.append(f)
+        else:
+            raise CorruptFileError(f"unknown column {name!r}")
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def slices_for_read(
+    view: FileSystemView, *, read_optimized: bool, is_mor: bool, partition_filter: Callable[[str], bool] | None = None
+) -> list[FileSlice]:
+    """The slices a snapshot (or read-optimized) read covers."""
+    out: list[FileSlice] = []
+    for partition in view.partitions():
+        if partition_filter is not None and not partition_filter(partition):
+            continue
+        if read_optimized or not is_mor:
+            for base in view.latest_base_files(partition):
+                out.append(FileSlice(partition, base.name.file_id, base.instant_time, base, ()))
+        else:
+            out.extend(view.latest_merged_slices(partition))
+    return out

@@ -1,0 +1,1 @@
+"""The timeline: instants, the active timeline, the archived timeline, failed writes."""

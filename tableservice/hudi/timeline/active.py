@@ -1,0 +1,300 @@
+"""The active timeline: instants listed from `.hoodie` (layout 1) or `.hoodie/timeline` (layout 2).
+
+`Timeline` is an immutable, sorted collection of instants (one entry per instant, in its latest state) with
+the views planners and readers need. `ActiveTimeline` lists, reads and writes timeline files through storage;
+each state transition creates its file atomically and never overwrites another writer's file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidTimelineError
+from tableservice.hudi.table.config import TableConfig
+from tableservice.hudi.timeline.instant import (
+    WRITE_ACTIONS,
+    Action,
+    Instant,
+    State,
+    next_instant_time,
+    parse_instant_file_name,
+    timeline_timezone,
+)
+from tableservice.storage import FileInfo, Storage, join
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Instants sorted by requested time; each appears once, in its latest state."""
+
+    instants: tuple[Instant, ...]
+    layout_version: int
+    # Modification times of completed files (milliseconds), for layout-1 completion times.
+    completed_mtimes: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def __iter__(self) -> Iterator[Instant]:
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def __bool__(self) -> bool:
+        return bool(self.instants)
+
+    def _with(self, instants: Iterable[Instant]) -> Timeline:
+        return Timeline(tuple(instants), self.layout_version, self.completed_mtimes)
+
+    # --- filters -----------------------------------------------------------------------------------
+
+    def filter(self, predicate: Callable[[Instant], bool]) -> Timeline:
+        return self._with(i for i in self.instants if predicate(i))
+
+    def of_actions(self, *actions: Action) -> Timeline:
+        wanted = set(actions)
+        return self.filter(lambda i: i.action in wanted)
+
+    def completed(self) -> Timeline:
+        return self.filter(lambda i: i.is_completed)
+
+    def pending(self) -> Timeline:
+        return self.filter(lambda i: not i.is_completed)
+
+    def write_instants(self) -> Timeline:
+        """Instants that write data files: commit, deltacommit, replacecommit, compaction, clustering..."""
+        return self.filter(lambda i: i.action in WRITE_ACTIONS)
+
+    def completed_writes(self) -> Timeline:
+        return self.write_instants().completed()
+
+    def pending_compactions(self) -> Timeline:
+        return self.filter(lambda i: i.action is Action.COMPACTION and not i.is_completed)
+
+    def pending_log_compactions(self) -> Timeline:
+        return self.filter(lambda i: i.action is Action.LOG_COMPACTION and not i.is_completed)
+
+    def pending_of(self, action: Action) -> Timeline:
+        return self.filter(lambda i: i.action is action and not i.is_completed)
+
+    def savepoints(self) -> Timeline:
+        return self.filter(lambda i: i.action is Action.SAVEPOINT and i.is_completed)
+
+    def before(self, instant_time: str) -> Timeline:
+        return self.filter(lambda i: i.requested_time < instant_time)
+
+    def at_or_before(self, instant_time: str) -> Timeline:
+        return self.filter(lambda i: i.requested_time <= instant_time)
+
+    def after(self, instant_time: str) -> Timeline:
+        return self.filter(lambda i: i.requested_time > instant_time)
+
+    # --- lookups -----------------------------------------------------------------------------------
+
+    def first(self) -> Instant | None:
+        return self.instants[0] if self.instants else None
+
+    def last(self) -> Instant | None:
+        return self.instants[-1] if self.instants else None
+
+    def get(self, requested_time: str, action: Action | None = None) -> Instant | None:
+        for i in self.instants:
+            if i.requested_time == requested_time and (action is None or i.action is action):
+                return i
+        return None
+
+    def by_time(self) -> dict[str, Instant]:
+        return {i.requested_time: i for i in self.instants}
+
+    def is_completed(self, requested_time: str) -> bool:
+        i = self.get(requested_time)
+        return i is not None and i.is_completed
+
+    def is_before_start(self, requested_time: str) -> bool:
+        """True when `requested_time` is older than the start of the active commits timeline (archived)."""
+        start = self.commits_start()
+        return start is not None and requested_time < start and self.get(requested_time) is None
+
+    def commits_start(self) -> str | None:
+        """Where the active commits timeline starts, as Hudi decides what is archived: the first completed write
+        that is not savepointed (savepointed commits stay active while older ones are archived), else the first
+        completed write, else the first instant. Data files older than this are committed and archived."""
+        writes = self.completed_writes().instants
+        saved = {i.requested_time for i in self.savepoints()}
+        for i in writes:
+            if i.requested_time not in saved:
+                return i.requested_time
+        if writes:
+            return writes[0].requested_time
+        first = self.first()
+        return first.requested_time if first else None
+
+    def completion_time(self, requested_time: str) -> str | None:
+        i = self.get(requested_time)
+        return i.completion_time if i is not None and i.is_completed else None
+
+    def all_times(self) -> list[str]:
+        """Every requested and completion time on the timeline."""
+        out = [i.requested_time for i in self.instants]
+        out.extend(i.completion_time for i in self.instants if i.completion_time)
+        return out
+
+
+def build_timeline(files: Iterable[FileInfo], layout_version: int) -> Timeline:
+    """Reconcile the timeline files of each instant into one entry in its latest state.
+
+    A completed `commit` whose requested file is `compaction.requested` is a completed compaction (and
+    `replacecommit` after `clustering.requested` a completed clustering): the instant keeps the action it
+    was requested as, so that its file names can be derived again. A savepoint carries the time of the commit it
+    keeps, so savepoint files are reconciled apart from the other files of that time.
+    """
+    latest: dict[tuple[str, bool], Instant] = {}
+    requested_action: dict[tuple[str, bool], Action] = {}
+    mtimes: dict[str, int] = {}
+    for fi in files:
+        if fi.is_dir:
+            continue
+        parsed = parse_instant_file_name(fi.name)
+        if parsed is None:
+            continue
+        key = (parsed.requested_time, parsed.action is Action.SAVEPOINT)
+        if parsed.state is not State.COMPLETED:
+            known = requested_action.get(key)
+            if known is None or _more_specific(parsed.action, known):
+                requested_action[key] = parsed.action
+        elif not key[1]:
+            mtimes[parsed.requested_time] = fi.mtime_ms
+        cur = latest.get(key)
+        if cur is None or parsed.state > cur.state:
+            latest[key] = parsed
+    out = []
+    for key, inst in latest.items():
+        t = key[0]
+        original = requested_action.get(key)
+        if original is not None and inst.is_completed and inst.completed_action(layout_version) is not original:
+            if (
+                Instant(t, original, State.COMPLETED, inst.completion_time).completed_action(layout_version)
+                is inst.action
+            ):
+                inst = Instant(t, original, State.COMPLETED, inst.completion_time)
+        elif (
+            original is not None
+            and not inst.is_completed
+            and inst.action is Action.COMMIT
+            and original is not Action.COMMIT
+        ):
+            # `<t>.inflight` is the commit inflight name; a requested file of another action wins.
+            inst = Instant(t, original, inst.state)
+        out.append(inst)
+    out.sort()
+    return Timeline(tuple(out), layout_version, mtimes)
+
+
+def _more_specific(candidate: Action, known: Action) -> bool:
+    """`<t>.inflight` parses as a commit; any explicitly named action is more specific."""
+    return known is Action.COMMIT and candidate is not Action.COMMIT
+
+
+class ActiveTimeline:
+    """Lists, reads and changes the timeline files of one table."""
+
+    def __init__(self, storage: Storage, base_path: str, config: TableConfig) -> None:
+        self.storage = storage
+        self.base_path = base_path
+        self.config = config
+        self.folder = join(base_path, config.timeline_folder)
+        self.layout_version = config.layout_version
+        self.tz = timeline_timezone(config.timezone_name)
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def load(self) -> Timeline:
+        """One listing of the timeline folder."""
+        return build_timeline(self.storage.list(self.folder), self.layout_version)
+
+    def path_of(self, instant: Instant) -> str:
+        return join(self.folder, instant.file_name(self.layout_version))
+
+    def read(self, instant: Instant) -> bytes:
+        """The content of the instant's file in its state (empty bytes are common for inflight files)."""
+        return self.storage.read_bytes(self.path_of(instant))
+
+    def read_state(self, instant: Instant, state: State) -> bytes:
+        """The content of the instant's file of an earlier state (e.g. the plan in `.requested`)."""
+        if state is State.COMPLETED:
+            return self.read(instant)
+        return self.storage.read_bytes(self.path_of(instant.with_state(state)))
+
+    def read_plan(self, instant: Instant) -> bytes:
+        """The requested file: where compaction, clustering, clean, rollback and index plans live."""
+        return self.read_state(instant, State.REQUESTED)
+
+    # --- instant times -----------------------------------------------------------------------------
+
+    def new_instant_time(self, timeline: Timeline, now: datetime | None = None) -> str:
+        """A time strictly above every instant and completion time. Call under the table lock."""
+        return next_instant_time(timeline.all_times(), self.tz, now)
+
+    # --- transitions -------------------------------------------------------------------------------
+
+    def _create(self, instant: Instant, content: bytes) -> Instant:
+        path = self.path_of(instant)
+        try:
+            self.storage.create_if_absent(path, content)
+        except AlreadyExistsError as e:
+            raise InvalidTimelineError(
+                f"timeline file for {instant} already exists", table=self.config.name, path=path
+            ) from e
+        return instant
+
+    def create_requested(self, requested_time: str, action: Action, content: bytes = b"") -> Instant:
+        return self._create(Instant(requested_time, action, State.REQUESTED), content)
+
+    def create_inflight(self, requested_time: str, action: Action, content: bytes = b"") -> Instant:
+        """Savepoints start inflight (they have no requested state)."""
+        return self._create(Instant(requested_time, action, State.INFLIGHT), content)
+
+    def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
+        if instant.state is not State.REQUESTED:
+            raise InvalidTimelineError(f"cannot move {instant} to inflight", table=self.config.name)
+        self._require(instant)
+        return self._create(instant.with_state(State.INFLIGHT), content)
+
+    def transition_to_completed(
+        self, instant: Instant, content: bytes, *, timeline: Timeline | None = None, completion_time: str | None = None
+    ) -> Instant:
+        """Write the completed file. Layout 2 names it with a completion time generated above `timeline`."""
+        if instant.state is not State.INFLIGHT:
+            raise InvalidTimelineError(f"cannot complete {instant}: it is not inflight", table=self.config.name)
+        self._require(instant)
+        done: str | None = None
+        if self.layout_version >= 2:
+            done = completion_time or self.new_instant_time(timeline if timeline is not None else self.load())
+        return self._create(instant.with_state(State.COMPLETED, done), content)
+
+    def revert_to_requested(self, instant: Instant) -> Instant:
+        """Drop the inflight file of a pending table service so that its plan runs again."""
+        if instant.state is not State.INFLIGHT:
+            raise InvalidTimelineError(f"cannot revert {instant}: it is not inflight", table=self.config.name)
+        self.storage.delete(self.path_of(instant))
+        return instant.with_state(State.REQUESTED)
+
+    def delete_pending(self, instant: Instant) -> None:
+        """Remove the inflight, then the requested file of a pending instant (a rolled-back write)."""
+        if instant.is_completed:
+            raise InvalidTimelineError(f"cannot delete completed {instant}", table=self.config.name)
+        self.storage.delete(self.path_of(instant.with_state(State.INFLIGHT)))
+        self.storage.delete(self.path_of(instant.with_state(State.REQUESTED)))
+
+    def delete_completed(self, instant: Instant) -> None:
+        """Remove all files of a completed instant, newest first (used by restore and archival)."""
+        for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):
+            if state is State.COMPLETED:
+                self.storage.delete(self.path_of(instant))
+            else:
+                self.storage.delete(self.path_of(instant.with_state(state)))
+
+    def _require(self, instant: Instant) -> None:
+        path = self.path_of(instant)
+        if not self.storage.exists(path):
+            raise FileMissingError(f"timeline file for {instant} does not exist", table=self.config.name, path=path)

@@ -1,0 +1,1 @@
+"""Clean planning: policy, the retention rules, and the plan."""

@@ -1,0 +1,1 @@
+"""Clustering planning: policy, trigger, grouping, plan, and validation of plans from elsewhere."""

@@ -1,0 +1,1 @@
+"""Compaction planning: policy, trigger, strategies, plan, and validation of plans from elsewhere."""
