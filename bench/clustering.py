@@ -21,15 +21,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import bench_dir
-
+from bench.common import bench_dir
 from tableservice.executors.spark import SparkExecutor, SparkSettings
-from tableservice.hudi.action.cluster import ClusteringTask, SliceInput
+from tableservice.hudi.action.cluster import ClusteringTask
+from tableservice.hudi.action.tasks import ClusteringInput, ClusteringLayout, clustering_tasks
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.schema import add_meta_fields, avro_schema_from_arrow
+from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import ORDERING_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload
@@ -75,36 +73,14 @@ def hudi_tasks(path: Path, groups: int) -> list[ClusteringTask]:
     table = HudiTable.open(Storage(), str(path))
     timeline = table.timeline()
     slices = sorted(table.file_system_view(timeline=timeline).latest_slices(), key=lambda s: s.file_id)
-    schema = add_meta_fields(table.latest_schema(timeline) or {})
     per = -(-len(slices) // groups)
-    out = []
+    inputs = []
     for g in range(groups):
         chunk = slices[g * per : (g + 1) * per]
         size = sum(s.total_size for s in chunk)
-        out.append(
-            ClusteringTask(
-                table_name=table.name,
-                base_path=str(path),
-                table_version=9,
-                properties=dict(table.config.properties),
-                avro_schema=schema,
-                instant_time=INSTANT,
-                partition_path="",
-                slices=tuple(
-                    SliceInput(s.file_id, s.base_instant_time, s.base_file.location if s.base_file else None, ())
-                    for s in chunk
-                ),
-                num_output_groups=max(1, -(-size // TARGET)),
-                target_file_bytes=TARGET,
-                sort_columns=("fare",),
-                completed_instants=tuple(i.requested_time for i in timeline.completed()),
-                timeline_start=timeline.instants[0].requested_time,
-                compression="snappy",
-                size_hint=size,
-                group_index=g,
-            )
-        )
-    return out
+        inputs.append(ClusteringInput.of(g, "", chunk, output_groups=max(1, -(-size // TARGET))))
+    layout = ClusteringLayout(TARGET, sort_columns=("fare",))
+    return clustering_tasks(table, timeline, INSTANT, inputs, layout, compression="snappy")
 
 
 def main() -> int:

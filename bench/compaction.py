@@ -23,47 +23,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import bench_dir, standard_mor_table
-
+from bench.common import bench_dir, standard_mor_table
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.action.compact import CompactionTask
+from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.file_group.log_format import BlockType, LogBlock, iter_log_blocks, read_block_content
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.schema import add_meta_fields
 from tableservice.storage import Storage
 
 RECORD_KEY = "_hoodie_record_key"
 
 
 def tasks_for(table: HudiTable, instant: str, token: str) -> list[CompactionTask]:
+    """Every slice with log files, compacted at `instant` (the tasks a plan naming all of them would give)."""
     timeline = table.timeline()
     view = table.file_system_view(timeline=timeline)
-    schema = add_meta_fields(table.latest_schema(timeline) or {})
-    first = timeline.first()
-    return [
-        CompactionTask(
-            table_name=table.name,
-            base_path=table.base_path,
-            table_version=table.config.version,
-            properties=dict(table.config.properties),
-            avro_schema=schema,
-            instant_time=instant,
-            partition_path=s.partition_path,
-            file_id=s.file_id,
-            base_instant_time=s.base_instant_time,
-            base_file=s.base_file.location if s.base_file else None,
-            log_files=tuple(lf.location for lf in s.log_files),
-            completed_instants=tuple(i.requested_time for i in timeline.completed()),
-            timeline_start=first.requested_time if first else None,
-            write_token=token,
-            compression="snappy",
-            size_hint=(s.base_file.size if s.base_file else 0) + s.log_size,
-        )
-        for s in view.latest_slices()
-        if s.log_files
-    ]
+    slices = [CompactionInput.of(s) for s in view.latest_slices() if s.log_files]
+    return compaction_tasks(table, timeline, instant, slices, compression="snappy", write_token=token)
 
 
 def cleanup(path: Path, instant: str) -> None:

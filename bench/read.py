@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import bench_dir, peak_rss_mb, standard_mor_table, timed
-
+from bench.common import bench_dir, peak_rss_mb, standard_mor_table, timed
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import iter_read
 from tableservice.storage import Storage

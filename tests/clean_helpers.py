@@ -14,7 +14,8 @@ from oracle import hudi_read
 from trip_tables import create_trip_table
 
 from tableservice.hudi.action.clean import schedule_clean
-from tableservice.hudi.action.compact import CompactionTask, compaction_commit_metadata, run_compaction_task
+from tableservice.hudi.action.compact import compaction_commit_metadata, run_compaction_task
+from tableservice.hudi.action.tasks import compaction_tasks
 from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.models import (
     HoodieCleanerPlan,
@@ -27,7 +28,7 @@ from tableservice.hudi.models import (
 )
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.schema import add_meta_fields, avro_schema_to_json
+from tableservice.hudi.table.schema import avro_schema_to_json
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.hudi.write.client import WriteClient, WriteOptions
@@ -74,25 +75,7 @@ def complete_compaction(path: str, instant: Instant) -> None:
     ops = validate_compaction_plan(table, instant, plan, plan_file="plan")
     schema = table.latest_schema(timeline)
     assert schema is not None
-    first = timeline.first()
-    tasks = [
-        CompactionTask(
-            table_name=table.name,
-            base_path=table.base_path,
-            table_version=table.config.version,
-            properties=dict(table.config.properties),
-            avro_schema=add_meta_fields(schema),
-            instant_time=instant.requested_time,
-            partition_path=op.partition,
-            file_id=op.file_id,
-            base_instant_time=op.base_instant_time,
-            base_file=op.base_file,
-            log_files=op.log_files,
-            completed_instants=tuple(i.requested_time for i in timeline.completed()),
-            timeline_start=first.requested_time if first else None,
-        )
-        for op in ops
-    ]
+    tasks = compaction_tasks(table, timeline, instant.requested_time, ops)
     inflight = table.active.transition_to_inflight(instant)
     stats = [run_compaction_task(table.storage, task) for task in tasks]
     md = compaction_commit_metadata(stats, avro_schema_to_json(schema))

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from daemon_helpers import mor_table
 
-from tableservice.hudi.action.cluster import ClusteringTask, SliceInput, run_clustering_task, sort_rows, z_order_key
+from tableservice.hudi.action.cluster import ClusteringTask, run_clustering_task, sort_rows, z_order_key
+from tableservice.hudi.action.tasks import ClusteringInput, ClusteringLayout, clustering_tasks
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import ReadOptions, read
-from tableservice.hudi.table.schema import add_meta_fields
 from tableservice.storage import Storage
 
 META = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path"]
@@ -28,28 +28,12 @@ def test_group_is_merged_sorted_and_split(tmp_path: Path) -> None:
     slices = view.latest_slices(partition)
     assert len(slices) > 3
     before = read(table, ReadOptions(filters=(("city", "=", partition.split("=")[1]),)))
-    task = ClusteringTask(
-        table_name="t",
-        base_path=path,
-        table_version=9,
-        properties=dict(table.config.properties),
-        avro_schema=add_meta_fields(table.latest_schema(timeline) or {}),
-        instant_time="29990101000000000",
-        partition_path=partition,
-        slices=tuple(
-            SliceInput(
-                s.file_id,
-                s.base_instant_time,
-                s.base_file.location if s.base_file else None,
-                tuple(lf.location for lf in s.log_files),
-            )
-            for s in slices
-        ),
-        num_output_groups=2,
-        target_file_bytes=1 << 30,
-        sort_columns=("fare",),
-        completed_instants=tuple(i.requested_time for i in timeline.completed()),
-        timeline_start=timeline.instants[0].requested_time,
+    (task,) = clustering_tasks(
+        table,
+        timeline,
+        "29990101000000000",
+        [ClusteringInput.of(0, partition, slices, output_groups=2)],
+        ClusteringLayout(target_file_bytes=1 << 30, sort_columns=("fare",)),
         write_token="0-1-0",
     )
     round_trip = ClusteringTask.from_json(task.to_json())

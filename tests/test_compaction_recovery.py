@@ -19,6 +19,7 @@ from table_model import TableModel, table_rows
 
 from tableservice.errors import ConflictError, StaleAttemptError
 from tableservice.hudi.action.compact import run_compaction_task, start_attempt
+from tableservice.hudi.action.tasks import compaction_tasks
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action, State
 from tableservice.hudi.write.client import WriteClient, WriteOptions
@@ -26,7 +27,7 @@ from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
-from tableservice.service.compaction import _tasks, execute_compaction, schedule_compaction
+from tableservice.service.compaction import execute_compaction, schedule_compaction
 from tableservice.storage import Storage
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]
@@ -186,7 +187,7 @@ def test_orphaned_task_of_a_superseded_attempt_leaves_no_file(tmp_path: Path, sp
     table = ctx.table
     plan = table.compaction_plan(instant)
     ops = validate_compaction_plan(table, instant, plan, plan_file="plan")
-    tasks = _tasks(ctx, instant, ops, table.timeline())
+    tasks = compaction_tasks(table, table.timeline(), instant.requested_time, ops)
     old = start_attempt(table.storage, path, instant.requested_time)
     start_attempt(table.storage, path, instant.requested_time)  # a newer attempt took over
     before = _data_files(path)

@@ -16,21 +16,22 @@ import logging
 import time
 from dataclasses import dataclass
 
-from tableservice.errors import ActionAbandonedError, ConflictError, InvalidPlanError
-from tableservice.hudi.action.cluster import ClusteringTask, clustering_commit_metadata
+from tableservice.errors import ActionAbandonedError, ConflictError
+from tableservice.hudi.action.cluster import clustering_commit_metadata
 from tableservice.hudi.action.commit import Change, ChangeKind, commit
 from tableservice.hudi.action.conflicts import check_clustering_inputs, clustering_inputs_untouched
 from tableservice.hudi.action.rollback import rollback
+from tableservice.hudi.action.tasks import ClusteringLayout, clustering_tasks
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
-from tableservice.hudi.table.schema import add_meta_fields, avro_schema_to_json
+from tableservice.hudi.table.schema import avro_schema_to_json
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Instant, State
 from tableservice.locks import LockHandle
 from tableservice.planning.clustering.plan import clustering_action, encode_requested_clustering, plan_clustering
 from tableservice.planning.clustering.policy import ClusteringPolicy, LayoutOptimizationStrategy
 from tableservice.planning.clustering.trigger import clustering_due
-from tableservice.planning.clustering.validate import ClusteringGroupInput, validate_clustering_plan
+from tableservice.planning.clustering.validate import validate_clustering_plan
 from tableservice.service.actions import TableContext, check_no_metadata_table, pending_plan, run_plan
 from tableservice.service.protocol import Outcome, ServiceBase
 
@@ -86,46 +87,14 @@ def schedule_clustering(
     return instant
 
 
-def _tasks(
-    ctx: TableContext,
-    instant: Instant,
-    groups: list[ClusteringGroupInput],
-    timeline: Timeline,
-    policy: ClusteringPolicy,
-) -> list[ClusteringTask]:
-    table = ctx.table
-    schema = table.latest_schema(timeline)
-    if schema is None:
-        raise InvalidPlanError("table has no schema", table=table.name)
+def _layout(table: HudiTable, instant: Instant, policy: ClusteringPolicy) -> ClusteringLayout:
     plan = table.clustering_plan(instant)
     params = (plan.strategy.strategy_params if plan.strategy else None) or {}
     sort_columns = tuple(
         c.strip() for c in params.get("hoodie.clustering.plan.strategy.sort.columns", "").split(",") if c.strip()
     )
     layout = "z-order" if policy.layout_strategy is LayoutOptimizationStrategy.Z_ORDER else "linear"
-    return [
-        ClusteringTask(
-            table_name=table.name,
-            base_path=table.base_path,
-            table_version=table.config.version,
-            properties=dict(table.config.properties),
-            avro_schema=add_meta_fields(schema),
-            instant_time=instant.requested_time,
-            partition_path=g.partition,
-            slices=g.slices,
-            num_output_groups=g.num_output_file_groups,
-            target_file_bytes=policy.target_file_max_bytes,
-            sort_columns=sort_columns,
-            layout=layout,
-            completed_instants=tuple(i.requested_time for i in timeline.completed()),
-            timeline_start=timeline.commits_start(),
-            pending_instants=tuple(i.requested_time for i in timeline.pending()),
-            compression=ctx.compression,
-            size_hint=g.input_bytes,
-            group_index=g.index,
-        )
-        for g in groups
-    ]
+    return ClusteringLayout(policy.target_file_max_bytes, sort_columns, layout)
 
 
 def _abandon(ctx: TableContext, instant_time: str, conflict: ConflictError) -> ActionAbandonedError:
@@ -179,7 +148,14 @@ def execute_clustering(
         done, stats = run_plan(
             ctx,
             instant,
-            _tasks(ctx, instant, groups, timeline, policy),
+            clustering_tasks(
+                table,
+                timeline,
+                instant.requested_time,
+                groups,
+                _layout(table, instant, policy),
+                compression=ctx.compression,
+            ),
             action="clustering",
             partitions={g.partition for g in groups},
             metadata=lambda stats: clustering_commit_metadata(stats, replaced_t, schema_json),

@@ -13,19 +13,19 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tableservice.errors import InvalidPlanError, UnsupportedTableError
-from tableservice.hudi.action.compact import CompactionTask, compaction_commit_metadata
+from tableservice.errors import UnsupportedTableError
+from tableservice.hudi.action.compact import compaction_commit_metadata
 from tableservice.hudi.action.conflicts import without_replaced_groups
+from tableservice.hudi.action.tasks import compaction_tasks
 from tableservice.hudi.models import HoodieWriteStat, encode_compaction_plan
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
-from tableservice.hudi.table.schema import add_meta_fields, avro_schema_to_json
-from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.table.schema import avro_schema_to_json
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.locks import LockHandle
 from tableservice.planning.compaction.plan import CompactionBlockedError, plan_compaction
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.planning.compaction.trigger import CompactionTableState, DueDecision, compaction_due
-from tableservice.planning.compaction.validate import ResolvedOperation, validate_compaction_plan
+from tableservice.planning.compaction.validate import validate_compaction_plan
 from tableservice.service.actions import (
     TableContext,
     check_no_metadata_table,
@@ -109,38 +109,6 @@ def schedule_compaction(
 # --- execution -------------------------------------------------------------------------------------
 
 
-def _tasks(
-    ctx: TableContext, instant: Instant, ops: list[ResolvedOperation], timeline: Timeline
-) -> list[CompactionTask]:
-    table = ctx.table
-    schema = table.latest_schema(timeline)
-    if schema is None:
-        raise InvalidPlanError("table has no schema", table=table.name)
-    full = add_meta_fields(schema)
-    completed = tuple(i.requested_time for i in timeline.completed())
-    return [
-        CompactionTask(
-            table_name=table.name,
-            base_path=table.base_path,
-            table_version=table.config.version,
-            properties=dict(table.config.properties),
-            avro_schema=full,
-            instant_time=instant.requested_time,
-            partition_path=op.partition,
-            file_id=op.file_id,
-            base_instant_time=op.base_instant_time,
-            base_file=op.base_file,
-            log_files=op.log_files,
-            completed_instants=completed,
-            timeline_start=timeline.commits_start(),
-            pending_instants=tuple(i.requested_time for i in timeline.pending()),
-            compression=ctx.compression,
-            size_hint=int((op.operation.metrics or {}).get("TOTAL_IO_READ_MB", 0) * 1024 * 1024),
-        )
-        for op in ops
-    ]
-
-
 def execute_compaction(
     ctx: TableContext, instant_time: str, *, parallelism: int | None = None, lease: LockHandle | None = None
 ) -> CompactionResult:
@@ -158,7 +126,7 @@ def execute_compaction(
     done, stats = run_plan(
         ctx,
         instant,
-        _tasks(ctx, instant, ops, timeline),
+        compaction_tasks(table, timeline, instant.requested_time, ops, compression=ctx.compression),
         action="compaction",
         partitions={op.partition for op in ops},
         metadata=lambda stats: compaction_commit_metadata(stats, schema_json),

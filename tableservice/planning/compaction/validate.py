@@ -40,6 +40,11 @@ class ResolvedOperation:
     log_files: tuple[str, ...]
     operation: HoodieCompactionOperation
 
+    @property
+    def size_hint(self) -> int:
+        """Bytes the operation reads, as the plan's metrics estimate them (for balancing tasks)."""
+        return int((self.operation.metrics or {}).get("TOTAL_IO_READ_MB", 0) * 1024 * 1024)
+
 
 def _name(value: str, *, version: int, base_path: str, plan_file: str) -> str:
     """The file name an operation field holds (version-1 plans hold absolute paths)."""
