@@ -1,25 +1,29 @@
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from servers import MotoServer, moto_server, spark_connect_server
-
 from tableservice.storage import Storage, StorageOptions
+from tests.support.servers import MotoServer, moto_server, spark_connect_server
 
 # Shared machines are slow and noisy: no per-example deadline; CI runs a fixed, derandomised set of examples.
 settings.register_profile("default", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "default")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Spark's Python workers inherit the environment of the JVM, which starts with the first test that uses
+    Spark (the shared session, or a command run in-process): the test moto server's credentials and loopback
+    must be in place before any of them."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", MotoServer.access_key_id)
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", MotoServer.secret_access_key)
 
 
 @pytest.fixture(scope="session")
@@ -51,10 +55,7 @@ def s3_bucket(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> tuple[Storag
 def spark_executor() -> Iterator[object]:
     """The one local SparkSession of the test run (local[2], UI off). Its Python workers take S3 credentials from
     the environment they start with, as a deployment's executors do (tasks never carry credentials): the test
-    moto server's, set before the session starts."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", MotoServer.access_key_id)
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", MotoServer.secret_access_key)
+    moto server's, set for the whole run by `pytest_configure` (whichever test starts Spark first)."""
     from tableservice.executors.spark import SparkExecutor, SparkSettings
 
     executor = SparkExecutor(
@@ -75,7 +76,7 @@ def spark_connect_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def zk_tools() -> None:
     """Debian's ZooKeeper, Curator and a JDK: skip with the reason outside CI, fail in CI."""
-    from zk.server import unavailable
+    from tests.support.zk.server import unavailable
 
     reason = unavailable()
     if reason is not None:
@@ -88,7 +89,7 @@ def zk_tools() -> None:
 @pytest.fixture(scope="session")
 def zk_server(zk_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real standalone ZooKeeper on 127.0.0.1 for the run."""
-    from zk.server import ZooKeeperServer
+    from tests.support.zk.server import ZooKeeperServer
 
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
     server.start()

@@ -1,0 +1,1 @@
+"""The test suite: folders mirror the package; shared helpers live in `tests.support`."""

@@ -1,0 +1,120 @@
+"""The command line on real and generated tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tableservice.cli import main
+from tableservice.hudi.table.config import load_table_config
+from tableservice.hudi.timeline.instant import parse_instant_file_name
+from tableservice.storage import Storage
+from tests.support.fixtures import fixture_names, fixture_table_readonly
+from tests.support.oracle import assert_same_rows, hudi_read, hudi_slices
+
+NAMES = fixture_names()
+
+
+def _show(path: str, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert main(["table", "show", path, "--json"]) == 0
+    out: dict[str, object] = json.loads(capsys.readouterr().out)
+    return out
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", NAMES or ["none"])
+def test_table_show_lists_what_is_on_disk(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if name == "none":
+        pytest.skip("no fixtures")
+    path = str(fixture_table_readonly(name))
+    info = _show(path, capsys)
+    # Instants: exactly the requested times of the instant files in the timeline folder.
+    config = load_table_config(Storage(), path)
+    on_disk = set()
+    for f in (Path(path) / config.timeline_folder).iterdir():
+        parsed = parse_instant_file_name(f.name)
+        if parsed is not None:
+            on_disk.add(parsed.requested_time)
+    timeline = info["timeline"]
+    assert isinstance(timeline, dict)
+    listed = [i["requested_time"] for i in timeline["pending"] + timeline["completed"]]
+    assert sorted(listed) == sorted(on_disk)
+    # Latest slices of visible file groups: exactly hudi-rs's.
+    latest = set()
+    partitions = info["partitions"]
+    assert isinstance(partitions, list)
+    for p in partitions:
+        for g in p["file_groups"]:
+            if g["replaced_by"]:
+                continue
+            s = g["slices"][0]
+            latest.add((p["partition"], g["file_id"], s["base_file"] or "", tuple(sorted(s["log_files"]))))
+    assert latest == hudi_slices(path)
+    # Every data file on disk appears in exactly one slice.
+    files_on_disk = {
+        f.name
+        for f in Path(path).rglob("*")
+        if f.is_file() and ".hoodie" not in f.parts and not f.name.startswith(".hoodie_partition_metadata")
+    }
+    listed_files = [
+        name
+        for p in partitions
+        for g in p["file_groups"]
+        for s in g["slices"]
+        for name in ([s["base_file"]] if s["base_file"] else []) + s["log_files"]
+    ]
+    assert len(listed_files) == len(set(listed_files))
+    assert set(listed_files) <= files_on_disk
+
+
+def test_generate_show_and_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "t")
+    assert (
+        main(
+            [
+                "generate",
+                path,
+                "--table-type",
+                "MERGE_ON_READ",
+                "--table-version",
+                "8",
+                "--records",
+                "300",
+                "--commits",
+                "3",
+                "--update-fraction",
+                "0.2",
+                "--delete-fraction",
+                "0.05",
+                "--log-block",
+                "parquet",
+                "--partitions",
+                "2",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("deltacommit") == 3
+    info = _show(path, capsys)
+    table = info["table"]
+    assert isinstance(table, dict)
+    assert table["table_version"] == 8 and table["table_type"] == "MERGE_ON_READ"
+    assert table["partition_fields"] == ["city"]
+    out_file = tmp_path / "rows.parquet"
+    assert main(["table", "read", path, "--out", str(out_file)]) == 0
+    capsys.readouterr()
+    assert_same_rows(pq.read_table(out_file), hudi_read(path), "cli read --out")
+    assert main(["table", "read", path, "--columns", "uuid,city", "--filter", "city=sao_paulo", "--limit", "5"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 5
+    assert all(json.loads(line)["city"] == "sao_paulo" and set(json.loads(line)) == {"uuid", "city"} for line in lines)
+
+
+def test_errors_are_typed_and_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["table", "show", str(tmp_path / "nothing")]) == 1
+    err = capsys.readouterr().err
+    assert "InvalidTableConfigError" in err and "hoodie.properties" in err

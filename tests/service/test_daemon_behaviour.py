@@ -1,0 +1,241 @@
+"""Daemon behaviour without heavy Spark work: idle tables cost one listing per poll, a failing table is retried
+and quarantined while the others are served, and configuration changes are picked up without a restart."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tableservice.config import load_config
+from tableservice.hudi.models import (
+    HoodieCompactionOperation,
+    HoodieCompactionPlan,
+    encode_compaction_plan,
+)
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
+from tableservice.planning.archival import ArchivalPolicy
+from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.service.daemon import Daemon
+from tableservice.service.protocol import ServiceSettings
+from tableservice.storage import Storage
+from tests.support.daemon_helpers import config_text, mor_table
+
+
+class _CountingStorage(Storage):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lists: list[str] = []
+
+    def list(self, location: str, *, recursive: bool = False) -> list[Any]:
+        self.lists.append(location)
+        return super().list(location, recursive=recursive)
+
+
+def _run_until(daemon: Daemon, done: Any, timeout: float = 120) -> None:
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and not done():
+                await anyio.sleep(0.2)
+            daemon.request_stop()
+
+    anyio.run(scenario)
+
+
+@pytest.mark.spark
+def test_idle_table_costs_one_listing_per_poll(tmp_path: Path, spark_executor: Any) -> None:
+    path = mor_table(tmp_path / "t", records=100, commits=2)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([path], max_delta_commits=50, poll=0.2))
+    daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    counting = _CountingStorage()
+    daemon.storage = counting
+    polls: list[float] = []
+    timeline_folder = str(Path(path) / ".hoodie" / "timeline")
+    settled: list[int] = []  # listings made by the time the table went idle
+
+    def enough() -> bool:
+        task = next(iter(daemon.tables.values()), None)
+        if task is None or task.worker.status.last_poll is None:
+            return False
+        if not polls or polls[-1] != task.worker.status.last_poll:
+            polls.append(task.worker.status.last_poll)
+            if len(polls) == 3:
+                settled.append(len(counting.lists))
+        return len(polls) >= 9
+
+    _run_until(daemon, enough)
+    # The first pass may plan (a clean is due on a table never cleaned; planning lists the table and finds
+    # nothing to do); from then on, while nothing is written, each poll lists the timeline folder only.
+    later = counting.lists[settled[0] :]
+    assert later, "no polls after the table went idle"
+    assert set(later) == {timeline_folder}, f"listings other than the timeline folder: {sorted(set(later))[:5]}"
+    assert len(later) <= len(polls) - 3 + 2
+
+
+@pytest.mark.spark
+def test_permanent_errors_hold_back_the_action_or_quarantine_the_table_at_once(
+    tmp_path: Path, spark_executor: Any
+) -> None:
+    good = mor_table(tmp_path / "good", records=200, commits=3, name="good")
+    bad = mor_table(tmp_path / "bad", records=200, commits=3, name="bad")
+    broken = mor_table(tmp_path / "broken", records=100, commits=2, name="broken")
+    # A plan naming a file group that does not exist: every attempt would fail with InvalidPlanError.
+    table = HudiTable.open(Storage(), bad)
+    t = table.active.new_instant_time(table.timeline())
+    plan = HoodieCompactionPlan(
+        operations=(
+            HoodieCompactionOperation(
+                base_instant_time=t,
+                delta_file_paths=(".nope-0_1.log.1_0-0-0",),
+                data_file_path=None,
+                file_id="nope-0",
+                partition_path="city=nowhere",
+                metrics={},
+                bootstrap_file_path="",
+            ),
+        ),
+        extra_metadata={},
+        version=2,
+    )
+    table.active.create_requested(t, Action.COMPACTION, encode_compaction_plan(plan, table_version=9))
+    # A table whose hoodie.properties is unreadable: the table itself cannot be served.
+    (Path(broken) / ".hoodie" / "hoodie.properties").write_bytes(b"hoodie.table.version=\\uZZZZ\n\x00")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([good, bad, broken], max_delta_commits=2, poll=0.2))
+    daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    polls_after_hold: list[float] = []
+
+    def done() -> bool:
+        statuses = {t.worker.status.uri: t.worker.status for t in daemon.tables.values()}
+        good_done = (
+            HudiTable.open(Storage(), good).timeline().completed().filter(lambda i: i.action is Action.COMPACTION)
+        )
+        held = statuses.get(bad)
+        if held is not None and held.held_back and held.last_poll not in polls_after_hold:
+            polls_after_hold.append(held.last_poll or 0.0)
+        quarantined = statuses.get(broken) is not None and statuses[broken].health == "quarantined"
+        return bool(good_done) and len(polls_after_hold) >= 4 and quarantined
+
+    _run_until(daemon, done, timeout=300)
+    statuses = {t.worker.status.uri: t.worker.status for t in daemon.tables.values()}
+    # The bad plan failed once and is held back; the table goes on being polled and served, not backed off.
+    assert [(h["action"], h["instant"]) for h in statuses[bad].held_back] == [("compaction", t)]
+    assert "nope-0" in str(statuses[bad].held_back[0]["error"])
+    assert statuses[bad].health == "degraded" and statuses[bad].consecutive_failures == 0
+    assert HudiTable.open(Storage(), bad).timeline().get(t, Action.COMPACTION).is_requested  # type: ignore[union-attr]
+    # The unreadable table was quarantined after its first failure.
+    assert statuses[broken].consecutive_failures == 1
+    assert "hoodie.properties" in (statuses[broken].last_error or "")
+    assert statuses[good].health == "ok"
+    text = daemon.metrics.render()[0].decode()
+    assert 'tableservice_actions_failed_total{action="compaction",table="table1"} 1.0' in text
+    assert 'tableservice_actions_held_back{action="compaction",table="table1"} 1.0' in text
+    assert 'tableservice_table_errors_total{kind="InvalidPlanError",table="table1"} 1.0' in text
+    assert 'tableservice_table_quarantined{table="table1"}' not in text
+    assert 'tableservice_table_quarantined{table="table2"} 1.0' in text
+    assert 'tableservice_table_errors_total{kind="InvalidTableConfigError",table="table2"} 1.0' in text
+
+
+@pytest.mark.spark
+def test_config_change_adds_and_removes_tables_without_restart(tmp_path: Path, spark_executor: Any) -> None:
+    first = mor_table(tmp_path / "a", records=100, commits=2, name="a")
+    second = mor_table(tmp_path / "b", records=100, commits=2, name="b")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text([first], max_delta_commits=50, poll=0.2))
+    daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    seen: list[set[str]] = []
+    broken_at: list[float] = []
+
+    def step() -> bool:
+        uris = set(daemon.tables)
+        if uris and (not seen or seen[-1] != uris):
+            seen.append(uris)
+        if uris == {first}:
+            cfg.write_text(config_text([second], max_delta_commits=50, poll=0.2))
+        if uris == {second} and not broken_at:
+            # A broken edit is refused and the running configuration stays.
+            cfg.write_text("service: {poll_interval_seconds: -5}\n")
+            broken_at.append(time.monotonic())
+        return bool(broken_at) and time.monotonic() - broken_at[0] > 5
+
+    _run_until(daemon, step)
+    assert seen[0] == {first}
+    assert seen[-1] == {second}
+    assert set(daemon.tables) == {second}
+
+
+def test_a_time_trigger_not_yet_due_is_asked_again_on_later_polls(tmp_path: Path) -> None:
+    """An elapsed-time compaction trigger that is not due at one pass must not be remembered as "nothing to
+    plan": once the time has passed, the table is due without any new write, and the next pass schedules."""
+    from tableservice.executors.spark import SparkExecutor, SparkSettings
+    from tableservice.locks import InProcessLockProvider
+    from tableservice.planning.compaction.policy import CompactionPolicy
+    from tableservice.service.table_worker import TableSettings, TableWorker
+
+    path = mor_table(tmp_path / "t", records=100, commits=2)
+    policy = CompactionPolicy.from_mapping(
+        {"hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED", "hoodie.compact.inline.max.delta.seconds": 6}
+    )
+    settings = TableSettings(
+        uri=path,
+        name="t",
+        compaction=ServiceSettings(policy, execute=False),
+        clean=ServiceSettings(CleanPolicy(), schedule=False),
+        archival=ServiceSettings(ArchivalPolicy(), schedule=False, execute=False),
+    )
+    worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
+    first = worker.run_pass()
+    assert first.scheduled == [] and first.failed == []
+    assert not worker.due("compaction")
+    deadline = time.monotonic() + 30
+    while not worker.due("compaction") and time.monotonic() < deadline:
+        worker.poll()
+        time.sleep(0.5)
+    assert worker.due("compaction"), "the time trigger came due without a new write"
+    second = worker.run_pass()
+    pending = HudiTable.open(Storage(), path).timeline().pending().instants
+    assert second.scheduled == [i.requested_time for i in pending if i.action is Action.COMPACTION] != []
+
+
+def test_archival_held_back_by_a_savepoint_is_not_retried_every_poll(tmp_path: Path) -> None:
+    """More completed commits than `hoodie.keep.max.commits`, but a savepoint on the first one holds archival
+    back: one pass finds nothing to archive, and the table is not due for archival again (no table lock taken on
+    every poll) until the timeline changes; deleting the savepoint (a change) makes it due and archival runs."""
+    from tableservice.executors.spark import SparkExecutor, SparkSettings
+    from tableservice.hudi.action.savepoint import create_savepoint, delete_savepoint
+    from tableservice.locks import InProcessLockProvider
+    from tableservice.planning.archival import ArchivalPolicy
+    from tableservice.planning.compaction.policy import CompactionPolicy
+    from tableservice.service.table_worker import TableSettings, TableWorker
+
+    path = mor_table(tmp_path / "t", records=60, commits=7)
+    table = HudiTable.open(Storage(), path)
+    first = table.timeline().completed_writes().instants[0].requested_time
+    create_savepoint(table, first)
+    settings = TableSettings(
+        uri=path,
+        name="t",
+        compaction=ServiceSettings(CompactionPolicy(), schedule=False, execute=False),
+        clean=ServiceSettings(CleanPolicy(), schedule=False),
+        archival=ServiceSettings(ArchivalPolicy(min_commits=2, max_commits=3, cleaner_commits_retained=1)),
+    )
+    worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()))
+    worker.poll()
+    assert worker.due("archival")
+    held = worker.run_pass()
+    assert held.archived == [] and held.failed == []
+    assert not worker.due("archival")
+    assert delete_savepoint(HudiTable.open(Storage(), path), first)
+    worker.poll()
+    assert worker.due("archival")
+    freed = worker.run_pass()
+    remaining = [i.requested_time for i in HudiTable.open(Storage(), path).timeline().completed_writes()]
+    assert freed.archived and not set(freed.archived) & set(remaining)
+    assert first in freed.archived

@@ -1,0 +1,1 @@
+"""Helpers shared by tests: fixture tables, the hudi-rs oracle, servers, table models."""
