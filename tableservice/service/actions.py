@@ -22,7 +22,7 @@ from tableservice.hudi.action.compact import start_attempt
 from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.action.tasks import Task
 from tableservice.hudi.file_group.filenames import parse_base_file_name
-from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
+from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
@@ -153,7 +153,7 @@ def run_plan(
         done, kept = complete(
             table,
             inflight,
-            lambda kept: encode_commit_metadata(metadata(kept), table_version=table.config.version),
+            metadata,
             write_stats=stats,
             lock=ctx.lock_factory(),
             checks=checks,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -39,6 +40,26 @@ def _table(path: str) -> Any:
 def hudi_slices(path: str, as_of: str | None = None) -> set[SliceKey]:
     slices = _table(path).get_file_slices(_options(as_of=as_of))
     return {(s.partition_path, s.file_id, s.base_file_name, tuple(sorted(s.log_file_names))) for s in slices}
+
+
+def listing_view(path: str | Path, dest: Path) -> Path:
+    """A view of the table that hudi-rs reads by listing storage: symbolic links to the table's entries, and a
+    `.hoodie` whose `hoodie.properties` lists no metadata partitions (hudi-rs lets `hoodie.properties` override
+    its options, so this is the only way to make it list storage for a table with a metadata table)."""
+    source = Path(path)
+    dest.mkdir(parents=True)
+    for entry in source.iterdir():
+        if entry.name != ".hoodie":
+            (dest / entry.name).symlink_to(entry)
+    meta = dest / ".hoodie"
+    meta.mkdir()
+    for entry in (source / ".hoodie").iterdir():
+        if entry.name != "hoodie.properties":
+            (meta / entry.name).symlink_to(entry)
+    lines = (source / ".hoodie" / "hoodie.properties").read_text().splitlines()
+    kept = [line for line in lines if not line.startswith("hoodie.table.metadata.partitions")]
+    (meta / "hoodie.properties").write_text("\n".join([*kept, "hoodie.table.metadata.partitions="]) + "\n")
+    return dest
 
 
 def hudi_read(

@@ -45,7 +45,6 @@ from tableservice.hudi.models import (
     HoodieCleanPartitionMetadata,
     decode_clean_metadata,
     decode_cleaner_plan,
-    encode_clean_metadata,
     encode_cleaner_plan,
 )
 from tableservice.hudi.table.fs_view import partition_location
@@ -311,7 +310,7 @@ def execute_clean(
     complete(
         table,
         current,
-        lambda _: encode_clean_metadata(metadata, table_version=table.config.version),
+        lambda _: metadata,
         lock=lock,
         lease=lease,
     )

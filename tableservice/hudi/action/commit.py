@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar, runtime_checkable
 
 from tableservice.errors import UnsupportedTableError
-from tableservice.hudi.models import HoodieWriteStat
+from tableservice.hudi.models import HoodieWriteStat, TimelineContent, encode_instant_content
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant
@@ -64,6 +64,7 @@ class Change:
     kind: ChangeKind
     instant: Instant | None = None
     write_stats: WriteStats = ()
+    metadata: TimelineContent | None = None  # what the completed instant's file holds (COMPLETE)
 
     @property
     def action(self) -> Action | None:
@@ -103,9 +104,11 @@ def commit(
     lock: LockFactory | None = None,
     checks: Sequence[ConflictCheck] = (),
     lease: Held | None = None,
+    describe: Callable[[WriteStats], TimelineContent] | None = None,
 ) -> T:
     """Run the commit path (see the module docstring); returns what `write` returns. `write` receives the timeline
-    re-read under the lock and the change with the write stats the checks kept."""
+    re-read under the lock and the change with the write stats the checks kept (and, given `describe`, the
+    completed instant's metadata made from them)."""
     with (lock if lock is not None else no_lock)() as held:
         latest = table.reload()
         kept = change.write_stats
@@ -118,6 +121,8 @@ def commit(
         if len(kept) != len(change.write_stats):
             _discard(table, change, kept)
             change = replace(change, write_stats=kept)
+        if describe is not None:
+            change = replace(change, metadata=describe(kept))
         update_metadata_table(table, latest, change)
         done = write(latest, change)
         table.forget_timeline(unless_replaced=latest)  # unless `write` applied its change to the held timeline
@@ -127,7 +132,7 @@ def commit(
 def complete(
     table: HudiTable,
     inflight: Instant,
-    content: Callable[[WriteStats], bytes],
+    content: Callable[[WriteStats], TimelineContent],
     *,
     write_stats: Sequence[HoodieWriteStat] = (),
     lock: LockFactory | None = None,
@@ -137,12 +142,14 @@ def complete(
     """Complete an inflight action through `commit`: the completed file holds `content(kept write stats)`."""
 
     def write(latest: Timeline, change: Change) -> tuple[Instant, WriteStats]:
-        done = table.active.transition_to_completed(inflight, content(change.write_stats), timeline=latest)
+        assert change.metadata is not None  # set by `describe`
+        data = encode_instant_content(change.metadata, table_version=table.config.version)
+        done = table.active.transition_to_completed(inflight, data, timeline=latest)
         table.applied(latest, done)
         return done, change.write_stats
 
     change = Change(ChangeKind.COMPLETE, inflight, tuple(write_stats))
-    return commit(table, change, write, lock=lock, checks=checks, lease=lease)
+    return commit(table, change, write, lock=lock, checks=checks, lease=lease, describe=content)
 
 
 def _discard(table: HudiTable, change: Change, kept: WriteStats) -> None:

@@ -40,7 +40,6 @@ from tableservice.hudi.models import (
     HoodieRollbackPlan,
     HoodieRollbackRequest,
     decode_rollback_plan,
-    encode_rollback_metadata,
     encode_rollback_plan,
 )
 from tableservice.hudi.table.fs_view import partition_location
@@ -239,7 +238,7 @@ def _execute(
     done, _ = complete(
         table,
         inflight,
-        lambda _: encode_rollback_metadata(metadata, table_version=table.config.version),
+        lambda _: metadata,
         lock=lock_factory,
         lease=lease,
     )

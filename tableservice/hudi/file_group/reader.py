@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -93,10 +94,20 @@ class LogScan:
     stats: ScanStats = field(default_factory=ScanStats)
 
 
+class BlockVisibility(Protocol):
+    def visible(self, instant: str | None) -> bool: ...
+
+
 def scan_log_blocks(
-    storage: Storage, log_locations: Sequence[str], block_filter: BlockFilter, *, table: str | None = None
+    storage: Storage,
+    log_locations: Sequence[str],
+    block_filter: BlockVisibility,
+    *,
+    table: str | None = None,
+    hfile_blocks: bool = False,
 ) -> LogScan:
-    """The visible data and delete blocks of a slice's log files, in log order."""
+    """The visible data and delete blocks of a slice's log files, in log order. HFile data blocks belong to the
+    metadata table only: `hfile_blocks=True` keeps them, otherwise they are an error."""
     scan = LogScan()
     candidates: list[LogBlock] = []
     rolled_back: set[str] = set()
@@ -113,7 +124,7 @@ def scan_log_blocks(
                     scan.stats.rollback_blocks += 1
                     rolled_back.add(block.target_instant_time)
                 continue
-            if block.block_type is BlockType.HFILE_DATA:
+            if block.block_type is BlockType.HFILE_DATA and not hfile_blocks:
                 raise UnsupportedTableError(
                     "HFile data blocks are not supported in data tables", table=table, path=location
                 )

@@ -19,7 +19,7 @@ from tableservice.hudi.models.base import HudiModel
 from tableservice.hudi.models.clean import HoodieCleanerPlan, HoodieCleanMetadata
 from tableservice.hudi.models.clustering import HoodieClusteringPlan, HoodieRequestedReplaceMetadata
 from tableservice.hudi.models.codec_base import decode_avro_model
-from tableservice.hudi.models.codecs_commit import decode_commit_metadata
+from tableservice.hudi.models.codecs_commit import decode_commit_metadata, encode_commit_metadata
 from tableservice.hudi.models.commit import HoodieCommitMetadata
 from tableservice.hudi.models.compaction import HoodieCompactionPlan
 from tableservice.hudi.models.index import HoodieIndexCommitMetadata, HoodieIndexPlan
@@ -206,6 +206,22 @@ _COMPLETED_DECODERS: Final[dict[str, _Decoder]] = {
     "indexing": decode_index_commit_metadata,
     "savepoint": decode_savepoint_metadata,
 }
+
+
+def encode_instant_content(md: TimelineContent, *, table_version: int) -> bytes:
+    """The bytes of a completed instant's file for its metadata model (commit, replace, clean, rollback,
+    savepoint, indexing)."""
+    if isinstance(md, HoodieCommitMetadata):
+        return encode_commit_metadata(md, table_version=table_version)
+    if isinstance(md, HoodieCleanMetadata):
+        return encode_clean_metadata(md, table_version=table_version)
+    if isinstance(md, HoodieRollbackMetadata):
+        return encode_rollback_metadata(md, table_version=table_version)
+    if isinstance(md, HoodieSavepointMetadata):
+        return encode_savepoint_metadata(md, table_version=table_version)
+    if isinstance(md, HoodieIndexCommitMetadata):
+        return encode_index_commit_metadata(md, table_version=table_version)
+    raise InvalidPlanError(f"{type(md).__name__} is not the content of a completed instant")
 
 
 def _state_name(state: str | enum.Enum) -> str:

@@ -29,10 +29,12 @@ from tableservice.hudi.models import (
     HoodieCompactionPlan,
     HoodieReplaceCommitMetadata,
     HoodieRequestedReplaceMetadata,
+    HoodieRollbackMetadata,
     decode_commit_metadata,
     decode_compaction_plan,
     decode_replace_commit_metadata,
     decode_requested_replace_metadata,
+    decode_rollback_metadata,
 )
 from tableservice.hudi.table.config import TableConfig, load_table_config
 from tableservice.hudi.table.fs_view import FileGroupId, FileSystemView, ViewInputs, partitions_from_listing
@@ -209,6 +211,12 @@ class HudiTable:
         return self._cached(
             instant, State.COMPLETED, lambda data, path: decode_replace_commit_metadata(data, path=path)
         )
+
+    def rollback_metadata(self, instant: Instant) -> HoodieRollbackMetadata:
+        """Metadata of a completed rollback (the instants it undid are in `commits_rollback`)."""
+        if not instant.is_completed:
+            raise InvalidPlanError(f"{instant} is not completed", table=self.name)
+        return self._cached(instant, State.COMPLETED, lambda data, path: decode_rollback_metadata(data, path=path))
 
     def compaction_plan(self, instant: Instant) -> HoodieCompactionPlan:
         return self._cached(instant, State.REQUESTED, lambda data, path: decode_compaction_plan(data, path=path))
