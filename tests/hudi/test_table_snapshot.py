@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tableservice.errors import UnsupportedTableError
+from tableservice.errors import InvalidTableConfigError
 from tableservice.hudi.table.config import TableConfig, load_table_config, store_table_config
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
@@ -131,7 +131,8 @@ def test_a_metadata_table_enabled_while_a_compaction_runs_leaves_it_uncommitted(
     client.apply(next(iter(Workload(20, 1, 0.0, 0.0, partitions=2, seed=5).steps())))
     after_write = hudi_read(path)
     _enable_metadata_table(path)
-    with pytest.raises(UnsupportedTableError, match="metadata table was enabled"):
+    # The properties now name a metadata table that does not exist: nothing may be committed.
+    with pytest.raises(InvalidTableConfigError, match="metadata table is missing"):
         execute_compaction(ctx, scheduled.requested_time)
     fresh = HudiTable.open(Storage(), path).timeline()
     pending = fresh.get(scheduled.requested_time, Action.COMPACTION)

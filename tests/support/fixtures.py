@@ -67,3 +67,13 @@ def fixture_table(name: str, dest: Path) -> Path:
 def fixture_table_readonly(name: str) -> Path:
     """The shared unpacked copy: never modify it."""
     return _unpacked(name)
+
+
+def metadata_fixture_names() -> list[str]:
+    """The fixtures whose table has a metadata table (a `.hoodie/metadata/` folder in the archive)."""
+    out = []
+    for name in fixture_names():
+        with zipfile.ZipFile(FIXTURES / f"{name}.zip") as zf:
+            if any("/.hoodie/metadata/.hoodie/" in n for n in zf.namelist()):
+                out.append(name)
+    return out

@@ -75,7 +75,7 @@ def plan_rollback(table: HudiTable, target: Instant) -> HoodieRollbackPlan:
                 deletes.setdefault(partition, []).append(location)
     else:
         service = _is_table_service(table, target)
-        for partition, files in table.list_data_files().items():
+        for partition, files in table.list_storage_files().items():
             for fi in files:
                 base = parse_base_file_name(fi.name)
                 if base is not None and base.instant_time == t:

@@ -239,6 +239,11 @@ class TableConfig:
         return _fields(self._props.get(METADATA_PARTITIONS))
 
     @property
+    def metadata_partitions_inflight(self) -> tuple[str, ...]:
+        """Metadata partitions being built by an indexing action: writers send them records, readers skip them."""
+        return _fields(self._props.get(METADATA_PARTITIONS_INFLIGHT))
+
+    @property
     def has_metadata_table(self) -> bool:
         """True when a metadata table must be kept in step with every commit."""
         return bool(self.metadata_partitions) or bool(_fields(self._props.get(METADATA_PARTITIONS_INFLIGHT)))

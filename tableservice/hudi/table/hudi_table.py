@@ -86,6 +86,7 @@ class HudiTable:
         self._archived_completion: dict[str, str] | None = None
         self._config_mark: int | None = None  # the timeline as it was when the config was read
         self._config_read_at = time.monotonic()
+        self.list_through_metadata = True
 
     @classmethod
     def open(cls, storage: Storage, base_path: str) -> HudiTable:
@@ -331,8 +332,20 @@ class HudiTable:
                     pending_clustering[fg] = t
         return ViewInputs(replaced, pending_compaction, pending_log_compaction, pending_clustering)
 
-    def list_data_files(self) -> dict[str, list[FileInfo]]:
-        """One recursive listing of the table, grouped by partition."""
+    def list_data_files(self, timeline: Timeline | None = None) -> dict[str, list[FileInfo]]:
+        """The table's files by partition: through the metadata table's `files` partition when the table has one
+        and `list_through_metadata` is on (files of completed instants only, as of `timeline`), else one
+        recursive storage listing."""
+        if self.list_through_metadata:
+            # The metadata table is itself a HudiTable: its reader lives beside this class, not below it.
+            from tableservice.hudi.metadata.listing import lists_through_metadata, metadata_listing
+
+            if lists_through_metadata(self):
+                return metadata_listing(self, timeline if timeline is not None else self.timeline())
+        return self.list_storage_files()
+
+    def list_storage_files(self) -> dict[str, list[FileInfo]]:
+        """One recursive storage listing of the table, grouped by partition (every file, pending writes' too)."""
         return partitions_from_listing(self.base_path, self.storage.walk_files(self.base_path))
 
     def file_system_view(
@@ -347,7 +360,7 @@ class HudiTable:
             self.base_path,
             self.config.version,
             tl,
-            listing if listing is not None else self.list_data_files(),
+            listing if listing is not None else self.list_data_files(tl),
             self.view_inputs(tl),
             as_of=as_of,
             completion_time=self.archived_completion_time,

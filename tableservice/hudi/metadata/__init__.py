@@ -1,0 +1,1 @@
+"""The metadata table: HFile, records, keys, reader and writer."""

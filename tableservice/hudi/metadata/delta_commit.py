@@ -1,0 +1,185 @@
+"""Writing one metadata-table delta commit: the records a data action produces, in the file groups they route to.
+
+For a data action at instant `t`, under the data table's lock and before the data instant completes:
+1. anything the metadata table already holds at `t` (an earlier attempt of the same action that crashed before
+   the data commit) is removed: its log files, then its timeline files. Its blocks were invalid to every reader,
+   since the data instant never completed;
+2. `<t>.deltacommit.requested`, then `.inflight`;
+3. per touched file group one new log file `.<fileId>_<t>.log.1_<token>` holding one HFile data block (the
+   records, sorted by key) and, when keys are removed, one delete block;
+4. `<t>_<c>.deltacommit` with one write stat per log file.
+Table version 6 metadata tables (log files named by base instant, appended to) are not written yet.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+
+from tableservice.errors import InvalidTableConfigError, UnsupportedTableError
+from tableservice.hudi.file_group.filenames import parse_log_file_name
+from tableservice.hudi.file_group.log_format import HeaderKey, append_log_blocks, encode_delete_block
+from tableservice.hudi.file_group.log_format.blocks import BlockType, frame_block
+from tableservice.hudi.file_group.log_format.deletes import DeleteRecord
+from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
+from tableservice.hudi.metadata.keys import file_group_index, routes_by_value
+from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
+from tableservice.hudi.table.fs_view import partition_location
+from tableservice.hudi.timeline.instant import Action, Instant
+from tableservice.storage import join
+
+log = logging.getLogger(__name__)
+
+WRITE_TOKEN = "0-0-0"
+
+
+@dataclass(frozen=True)
+class MetadataRecord:
+    """One record for a metadata partition: a `HoodieMetadataRecord` (Avro dict), or None to remove the key."""
+
+    partition: str
+    key: str
+    value: dict[str, Any] | None
+
+
+def write_delta_commit(
+    mdt: MetadataTable, instant_time: str, records: Sequence[MetadataRecord], *, operation: str = "UPSERT_PREPPED"
+) -> Instant:
+    """Write and complete the metadata table's delta commit at `instant_time` (see the module docstring)."""
+    table = mdt.mdt
+    if table.config.version < 8:
+        raise UnsupportedTableError(
+            "writing a table version 6 metadata table is not supported yet", table=mdt.data.name, path=table.base_path
+        )
+    _remove_earlier_attempt(mdt, instant_time)
+    schema_json = writer_schema(mdt)
+    parsed = fastavro.parse_schema(json.loads(schema_json))
+    by_group: dict[tuple[str, str], dict[str, dict[str, Any] | None]] = defaultdict(dict)
+    for r in records:
+        file_id = _route(mdt, r.partition, r.key)
+        by_group[(r.partition, file_id)][r.key] = r.value
+    timeline = table.reload()
+    inflight = table.active.transition_to_inflight(table.active.create_requested(instant_time, Action.DELTA_COMMIT))
+    stats: dict[str, list[HoodieWriteStat]] = defaultdict(list)
+    for (partition, file_id), values in sorted(by_group.items()):
+        stats[partition].append(_write_log_file(mdt, partition, file_id, instant_time, values, schema_json, parsed))
+    metadata = HoodieCommitMetadata(
+        partition_to_write_stats={p: tuple(s) for p, s in stats.items()},
+        compacted=False,
+        extra_metadata={"schema": schema_json},
+        operation_type=operation,
+    )
+    done = table.active.transition_to_completed(
+        inflight, encode_commit_metadata(metadata, table_version=table.config.version), timeline=timeline
+    )
+    log.info(
+        "metadata table: delta commit with %d records in %d file groups",
+        len(records),
+        len(by_group),
+        extra={"table": mdt.data.name, "instant": instant_time},
+    )
+    return done
+
+
+def _write_log_file(
+    mdt: MetadataTable,
+    partition: str,
+    file_id: str,
+    instant_time: str,
+    values: dict[str, dict[str, Any] | None],
+    schema_json: str,
+    parsed: Any,
+) -> HoodieWriteStat:
+    header = {HeaderKey.INSTANT_TIME: instant_time, HeaderKey.SCHEMA: schema_json}
+    blocks: list[bytes] = []
+    cells = []
+    for key in sorted(values, key=lambda k: k.encode("utf-8")):
+        value = values[key]
+        if value is not None:
+            buf = io.BytesIO()
+            fastavro.schemaless_writer(buf, parsed, value)
+            cells.append((key.encode("utf-8"), buf.getvalue()))
+    if cells:
+        layout = hfile_layout(mdt.mdt.config.version)
+        create = int(time.time() * 1000) if layout == "hudi" else 0
+        hfile = write_hfile(cells, file_info=[(b"schema", schema_json.encode())], layout=layout, create_time_ms=create)
+        blocks.append(frame_block(BlockType.HFILE_DATA, dict(header), hfile))
+    deleted = [k for k, v in sorted(values.items()) if v is None]
+    if deleted:
+        blocks.append(
+            encode_delete_block([DeleteRecord(k, partition, 0) for k in deleted], header)  # orderingVal IntWrapper 0
+        )
+    name = f".{file_id}_{instant_time}.log.1_{WRITE_TOKEN}"
+    location = join(partition_location(mdt.mdt.base_path, partition), name)
+    result = append_log_blocks(mdt.mdt.storage, location, blocks, create_only=True)
+    return HoodieWriteStat(
+        file_id=file_id,
+        path=f"{partition}/{name}",
+        prev_commit=instant_time,
+        num_writes=len(values),
+        num_deletes=len(deleted),
+        num_update_writes=len(cells),
+        num_inserts=0,
+        total_write_bytes=result.size,
+        total_write_errors=0,
+        partition_path=partition,
+        file_size_in_bytes=result.size,
+        log_version=1,
+        log_offset=0,
+        base_file="",
+        log_files=(name,),
+    )
+
+
+def _route(mdt: MetadataTable, partition: str, key: str) -> str:
+    """The file id of the file group `key` lives in: file groups in file-id order, by the key's hash."""
+    groups = sorted({s.file_id for s in mdt.file_slices(partition)})
+    if not groups:
+        raise InvalidTableConfigError(
+            f"metadata partition {partition} has no file groups",
+            table=mdt.data.name,
+            path=partition_location(mdt.mdt.base_path, partition),
+        )
+    v2 = routes_by_value(partition, mdt.index_version(partition))
+    return groups[file_group_index(key, len(groups), secondary_v2=v2)]
+
+
+def writer_schema(mdt: MetadataTable) -> str:
+    """The `HoodieMetadataRecord` schema the table's own files were written with (readers resolve against it)."""
+    found = mdt.writer_schema()
+    if found is None:
+        raise InvalidTableConfigError(
+            "no metadata-table file carries the record schema", table=mdt.data.name, path=mdt.mdt.base_path
+        )
+    return found
+
+
+def _remove_earlier_attempt(mdt: MetadataTable, instant_time: str) -> None:
+    table = mdt.mdt
+    timeline = table.reload()
+    existing = timeline.get(instant_time)
+    if existing is None:
+        return
+    for files in mdt.listing().values():
+        for fi in files:
+            parsed = parse_log_file_name(fi.name)
+            if parsed is not None and parsed.instant_time == instant_time:
+                table.storage.delete(fi.location)
+    if existing.is_completed:
+        table.active.delete_completed(existing)
+    else:
+        table.active.delete_pending(existing)
+    log.info(
+        "metadata table: removed an earlier attempt's %s",
+        existing,
+        extra={"table": mdt.data.name, "instant": instant_time},
+    )

@@ -1,0 +1,28 @@
+"""Listing a data table's files through the metadata table's `files` partition: one read of one file group
+instead of a listing per partition (what makes large tables on S3 cheap)."""
+
+from __future__ import annotations
+
+from tableservice.hudi.metadata.keys import MetadataPartition
+from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.storage import FileInfo, join
+
+
+def lists_through_metadata(table: HudiTable) -> bool:
+    """Whether the table's `files` partition is built and readable."""
+    return MetadataPartition.FILES.value in table.config.metadata_partitions
+
+
+def metadata_listing(table: HudiTable, timeline: Timeline) -> dict[str, list[FileInfo]]:
+    """The data files by partition as the `files` partition lists them, in the shape of a storage listing
+    (data files only; modification times unknown, 0)."""
+    mdt = MetadataTable.open(table, timeline)
+    if mdt is None:
+        return {}
+    out: dict[str, list[FileInfo]] = {}
+    for partition, files in sorted(mdt.file_listing().items()):
+        folder = join(table.base_path, partition) if partition else table.base_path
+        out[partition] = [FileInfo(join(folder, name), size, 0, False) for name, size in sorted(files.items())]
+    return out

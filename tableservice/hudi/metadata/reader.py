@@ -1,0 +1,255 @@
+"""Reading the metadata table of a data table: its partitions' records, merged by key, as Hudi readers see them.
+
+The metadata table is an ordinary merge-on-read table under `.hoodie/metadata` with HFile base files; its
+file slices come from our file-system view over its own timeline. Per slice: the base HFile's cells, then the
+log files' HFile data blocks and delete blocks in log order, keeping only blocks whose instant is valid
+(`valid_instants`) and not rolled back by a command block (table version 6). Records of one key are merged
+oldest first by the partition's rule (`records.merge`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+
+from tableservice.errors import CorruptFileError, InvalidTableConfigError, TableServiceError, UnsupportedTableError
+from tableservice.hudi.file_group.log_format import BlockType, HeaderKey, LogBlock, read_block_content
+from tableservice.hudi.file_group.log_format.deletes import decode_delete_content
+from tableservice.hudi.file_group.reader import scan_log_blocks
+from tableservice.hudi.metadata.hfile import read_hfile
+from tableservice.hudi.metadata.keys import ALL_PARTITIONS_KEY, NON_PARTITIONED, MetadataPartition
+from tableservice.hudi.metadata.records import RawRecord, is_live, live_files, merge_for
+from tableservice.hudi.metadata.valid_instants import valid_instant_times
+from tableservice.hudi.table.fs_view import FileSlice
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action, Instant
+from tableservice.storage import FileInfo, join
+
+METADATA_FOLDER = ".hoodie/metadata"
+INDEX_DEFS_PATH = ".index_defs/index.json"
+
+
+def metadata_table_path(base_path: str) -> str:
+    return join(base_path, METADATA_FOLDER)
+
+
+@dataclass(frozen=True)
+class _ValidBlocks:
+    """Block visibility for the metadata table's log scan (the shape `scan_log_blocks` asks for)."""
+
+    valid: frozenset[str]
+
+    def visible(self, instant: str | None) -> bool:
+        return instant is not None and instant in self.valid
+
+
+class MetadataTable:
+    """The metadata table of `data` as of the data timeline `data_timeline` (one snapshot)."""
+
+    def __init__(self, data: HudiTable, data_timeline: Timeline, mdt: HudiTable, mdt_timeline: Timeline) -> None:
+        self.data = data
+        self.data_timeline = data_timeline
+        self.mdt = mdt
+        self.mdt_timeline = mdt_timeline
+        self._valid: frozenset[str] | None = None
+        self._slices: dict[str, list[FileSlice]] | None = None
+        self._index_defs: dict[str, dict[str, Any]] | None = None
+
+    @classmethod
+    def open(cls, data: HudiTable, data_timeline: Timeline) -> MetadataTable | None:
+        """The metadata table when `hoodie.properties` lists readable partitions; None otherwise."""
+        if not data.config.metadata_partitions:
+            return None
+        path = metadata_table_path(data.base_path)
+        if not data.storage.exists(join(path, ".hoodie", "hoodie.properties")):
+            raise InvalidTableConfigError(
+                f"hoodie.table.metadata.partitions lists {','.join(data.config.metadata_partitions)} but the "
+                "metadata table is missing",
+                table=data.name,
+                path=path,
+            )
+        try:
+            mdt = HudiTable.open(data.storage, path)
+        except TableServiceError as e:
+            raise e.with_context(table=data.name) from e
+        if mdt.config.base_file_format != "HFILE":
+            raise InvalidTableConfigError(
+                f"metadata table base file format is {mdt.config.base_file_format}, not HFILE",
+                table=data.name,
+                path=join(path, ".hoodie/hoodie.properties"),
+            )
+        return cls(data, data_timeline, mdt, mdt.timeline())
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """The metadata partitions readers may use (`hoodie.table.metadata.partitions`)."""
+        return self.data.config.metadata_partitions
+
+    @property
+    def written_partitions(self) -> tuple[str, ...]:
+        """The partitions every commit must update: the readable ones and those an indexing action is building."""
+        inflight = [p for p in self.data.config.metadata_partitions_inflight if p not in self.partitions]
+        return (*self.partitions, *inflight)
+
+    def index_definitions(self) -> dict[str, dict[str, Any]]:
+        """`.hoodie/.index_defs/index.json` (table version 8+): index name -> definition; {} when absent."""
+        if self._index_defs is None:
+            path = join(self.data.meta_path, INDEX_DEFS_PATH)
+            defs: dict[str, dict[str, Any]] = {}
+            if self.data.storage.exists(path):
+                try:
+                    doc = json.loads(self.data.storage.read_bytes(path))
+                except ValueError as e:
+                    raise CorruptFileError(
+                        f"index definitions are not JSON: {e}", table=self.data.name, path=path
+                    ) from e
+                found = doc.get("indexDefinitions") if isinstance(doc, dict) else None
+                if not isinstance(found, dict):
+                    raise CorruptFileError("index definitions lack `indexDefinitions`", table=self.data.name, path=path)
+                defs = {k: v for k, v in found.items() if isinstance(v, dict)}
+            self._index_defs = defs
+        return self._index_defs
+
+    def index_version(self, partition: str) -> str | None:
+        version = self.index_definitions().get(partition, {}).get("version")
+        return version if isinstance(version, str) else None
+
+    def valid_instants(self) -> frozenset[str]:
+        if self._valid is None:
+            self._valid = valid_instant_times(self.data_timeline, self.mdt_timeline, self._rolled_back_by)
+        return self._valid
+
+    def _rolled_back_by(self, instant: Instant) -> Iterable[str]:
+        if instant.action is not Action.ROLLBACK:
+            raise UnsupportedTableError(
+                f"restore {instant.requested_time} on the data timeline: reading the metadata table across a "
+                "restore is not supported",
+                table=self.data.name,
+            )
+        return self.data.rollback_metadata(instant).commits_rollback
+
+    def listing(self) -> dict[str, list[FileInfo]]:
+        """The metadata table's files by partition: every top-level folder but `.hoodie` (a partition that never
+        received a record may lack `.hoodie_partition_metadata`)."""
+        prefix = self.mdt.base_path.rstrip("/") + "/"
+        out: dict[str, list[FileInfo]] = defaultdict(list)
+        for fi in self.mdt.storage.walk_files(self.mdt.base_path):
+            rel = fi.location[len(prefix) :] if fi.location.startswith(prefix) else ""
+            folder, _, _ = rel.partition("/")
+            if fi.is_dir or not folder or folder.startswith(".") or "/" not in rel:
+                continue
+            out[folder].append(fi)
+        return dict(out)
+
+    def file_slices(self, partition: str) -> list[FileSlice]:
+        """The latest file slices of one metadata partition, ordered by file id (file group index)."""
+        if self._slices is None:
+            view = self.mdt.file_system_view(timeline=self.mdt_timeline, listing=self.listing())
+            self._slices = {p: view.latest_merged_slices(p) for p in view.partitions()}
+        return sorted(self._slices.get(partition, []), key=lambda s: s.file_id)
+
+    def writer_schema(self) -> str | None:
+        """The record schema (JSON text) of the newest metadata file that carries one."""
+        newest: tuple[str, str] | None = None
+        for partition in self.partitions:
+            for file_slice in self.file_slices(partition):
+                if file_slice.base_file is None:
+                    continue
+                hfile = read_hfile(self.mdt.storage.read_bytes(file_slice.base_file.location), path="")
+                text = hfile.file_info.get(b"schema")
+                if text and (newest is None or file_slice.base_instant_time > newest[0]):
+                    newest = (file_slice.base_instant_time, text.decode("utf-8"))
+        return newest[1] if newest else None
+
+    def read_partition(self, partition: str) -> dict[str, dict[str, Any]]:
+        """Every live record of a metadata partition by key, merged oldest first by the partition's rule."""
+        merge = merge_for(partition)
+        merged: dict[str, RawRecord] = {}
+        for file_slice in self.file_slices(partition):
+            for key, record in self.slice_records(file_slice):
+                merged[key] = merge(merged[key], record) if key in merged else record
+        return {k: v for k, v in merged.items() if v is not None and is_live(v)}
+
+    def file_listing(self) -> dict[str, dict[str, int]]:
+        """The `files` partition: data partition path ("" when not partitioned) -> file name -> size in bytes,
+        for every partition named in `__all_partitions__` (a partition without a file list lists nothing)."""
+        records = self.read_partition(MetadataPartition.FILES.value)
+        partitions = live_files(records.get(ALL_PARTITIONS_KEY))
+        out: dict[str, dict[str, int]] = {}
+        for name in partitions:
+            path = "" if name == NON_PARTITIONED else name
+            out[path] = live_files(records.get(name))
+        return out
+
+    def slice_records(self, file_slice: FileSlice) -> Iterator[tuple[str, RawRecord]]:
+        """The records of one slice in the order they apply: base file cells, then valid log blocks."""
+        storage = self.mdt.storage
+        if file_slice.base_file is not None:
+            location = file_slice.base_file.location
+            yield from _hfile_records(storage.read_bytes(location), location)
+        locations = [lf.location for lf in file_slice.log_files]
+        scan = scan_log_blocks(
+            storage, locations, _ValidBlocks(self.valid_instants()), table=self.data.name, hfile_blocks=True
+        )
+        for block in scan.blocks:
+            if block.block_type is BlockType.HFILE_DATA:
+                yield from _hfile_records(read_block_content(block, storage), block.location, _schema_of(block))
+            elif block.block_type is BlockType.DELETE:
+                for key in _deleted_keys(read_block_content(block, storage), block):
+                    yield key, None
+
+
+def _schema_of(block: LogBlock) -> dict[str, Any] | None:
+    text = block.header.get(HeaderKey.SCHEMA)
+    if not text:
+        return None
+    try:
+        schema = json.loads(text)
+    except ValueError as e:
+        raise CorruptFileError(
+            f"log block at offset {block.offset}: schema is not JSON ({e})", path=block.location
+        ) from e
+    return schema if isinstance(schema, dict) else None
+
+
+def _hfile_records(
+    data: bytes, path: str, schema: dict[str, Any] | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    hfile = read_hfile(data, path=path)
+    writer_schema = hfile.schema() if hfile.cells else None
+    if writer_schema is None:
+        writer_schema = schema
+    if not hfile.cells:
+        return
+    if writer_schema is None:
+        raise CorruptFileError("HFile has cells but no Avro schema", path=path)
+    try:
+        parsed = fastavro.parse_schema(writer_schema)
+    except Exception as e:  # fastavro raises several types for a bad schema
+        raise CorruptFileError(f"HFile schema does not parse: {e}", path=path) from e
+    for row, value in hfile.cells:
+        try:
+            key = row.decode("utf-8")
+            record = fastavro.schemaless_reader(
+                io.BytesIO(value), parsed, None, return_record_name=True, return_record_name_override=True
+            )
+        except (UnicodeDecodeError, EOFError, ValueError, IndexError, TypeError) as e:
+            raise CorruptFileError(f"HFile cell {row[:64]!r}: {e}", path=path) from e
+        if not isinstance(record, dict):
+            raise CorruptFileError(f"HFile cell {row[:64]!r} is not a record", path=path)
+        yield key, record
+
+
+def _deleted_keys(content: bytes, block: LogBlock) -> list[str]:
+    try:
+        table = decode_delete_content(content)
+    except TableServiceError as e:
+        raise e.with_context(path=block.location) from e
+    return [k for k in table.column("record_key").to_pylist() if k is not None]
