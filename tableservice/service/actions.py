@@ -23,6 +23,7 @@ from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.action.tasks import Task
 from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat
+from tableservice.hudi.table.config import TableConfig
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
@@ -62,14 +63,20 @@ class TableContext:
         return self.locked
 
 
-def check_no_metadata_table(table: HudiTable) -> None:
-    if table.config.has_metadata_table:
-        raise UnsupportedTableError(
-            "table has a metadata table (hoodie.table.metadata.partitions); it is left unchanged until the metadata "
-            "table is maintained",
-            table=table.name,
-            path=table.config.path,
+def metadata_table_unsupported(config: TableConfig) -> str | None:
+    """Why the daemon cannot keep this table's metadata table in step, or None when it can (or there is none)."""
+    if config.has_metadata_table and config.version < 8:
+        return (
+            "table version 6 metadata tables (hoodie.table.metadata.partitions) are not kept in step yet; the table "
+            "is left unchanged"
         )
+    return None
+
+
+def check_metadata_table_supported(table: HudiTable) -> None:
+    reason = metadata_table_unsupported(table.config)
+    if reason is not None:
+        raise UnsupportedTableError(reason, table=table.name, path=table.config.path)
 
 
 def pending_plan(

@@ -20,15 +20,13 @@ from tableservice.errors import (
     LeaseHeldError,
     LockError,
     TableServiceError,
-    UnsupportedTableError,
 )
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
-from tableservice.service.actions import ActionHooks, TableContext
-from tableservice.service.compaction import check_supported
+from tableservice.service.actions import ActionHooks, TableContext, metadata_table_unsupported
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
@@ -151,14 +149,9 @@ class TableWorker:
                 last_compaction=done[-1].requested_time if done else None,
                 last_poll=time.time(),
             )
-            unsupported: UnsupportedTableError | None = None
-            if config.has_metadata_table:
-                try:
-                    check_supported(table)
-                except UnsupportedTableError as e:
-                    unsupported = e
+            unsupported = metadata_table_unsupported(config)
             if unsupported is not None:
-                self.status.set_health(TableHealth.UNSUPPORTED, unsupported.problem)
+                self.status.set_health(TableHealth.UNSUPPORTED, unsupported)
             elif self.status.health is TableHealth.UNSUPPORTED:
                 self.status.set_health(TableHealth.UNKNOWN)
             pending = {svc.name: svc.pending(snapshot) for svc in self.settings.services() if svc.plans_on_timeline}
@@ -202,14 +195,14 @@ class TableWorker:
         return self._schedule_due(self.service(name), self._snapshot())
 
     def _schedule_due(self, svc: TableService, snapshot: TableSnapshot) -> bool:
-        if snapshot.config.has_metadata_table or not svc.settings.schedule or not svc.applies(snapshot):
+        if metadata_table_unsupported(snapshot.config) or not svc.settings.schedule or not svc.applies(snapshot):
             return False
         return self._worth_planning(svc.name, snapshot) and svc.due(snapshot)
 
     def needs_pass(self) -> bool:
         """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled."""
         snapshot = self._snapshot()
-        if snapshot.config.has_metadata_table:
+        if metadata_table_unsupported(snapshot.config):
             return False
         return any(
             (svc.settings.execute and self._runnable(svc, svc.pending(snapshot))) or self._schedule_due(svc, snapshot)
@@ -227,7 +220,7 @@ class TableWorker:
         result = PassResult()
         self.poll(reload=reload)
         snapshot = self._snapshot()
-        if snapshot.config.has_metadata_table:
+        if metadata_table_unsupported(snapshot.config):
             return result
         ctx = self._context(snapshot.table)
         for svc in self.services():

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar, runtime_checkable
 
-from tableservice.errors import UnsupportedTableError
+from tableservice.hudi.metadata.update import sync_metadata_table
 from tableservice.hudi.models import HoodieWriteStat, TimelineContent, encode_instant_content
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
@@ -77,18 +77,14 @@ class Change:
 
 def update_metadata_table(table: HudiTable, timeline: Timeline, change: Change) -> None:
     """Keep the table's metadata table in step with `change`: called by every commit under the table lock, after
-    the conflict checks and before the data table's timeline is written. Tables with a metadata table are not
-    served yet, so there is nothing to write; but a writer may have enabled one since the action started (the
-    configuration is read again with the timeline under the lock): a completed action that the metadata table
-    does not record would hide its files from readers that list through it, so nothing is committed."""
-    del timeline
-    if change.kind is ChangeKind.COMPLETE and table.config.has_metadata_table:
-        raise UnsupportedTableError(
-            f"a metadata table was enabled while {change.instant} ran; it is left uncommitted until the metadata "
-            "table is kept in step",
-            table=table.name,
-            path=table.config.path,
-        )
+    the conflict checks and before the data table's timeline is written (`tableservice.hudi.metadata.update`).
+    The configuration was read again with the timeline under the lock, so a metadata table a writer enabled while
+    the action ran is seen here. Savepoints, removed plans and archival change no file and send nothing."""
+    if change.kind is not ChangeKind.COMPLETE or change.instant is None or not table.config.has_metadata_table:
+        return
+    done = sync_metadata_table(table, timeline, change.instant, change.metadata)
+    if done is not None and done.completion_time is not None:
+        table.active.note_time(done.completion_time)  # the data instant completes after its metadata
 
 
 def no_lock() -> AbstractContextManager[object]:

@@ -106,12 +106,18 @@ def merge_stats(older: RawRecord, newer: RawRecord) -> RawRecord:
     a, b = older["ColumnStatsMetadata"], newer["ColumnStatsMetadata"]
     if a is None or b is None or a["isDeleted"] or b["isDeleted"]:
         return newer
+    return {**newer, "ColumnStatsMetadata": combine_stats(a, b)}
+
+
+def combine_stats(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two `ColumnStatsMetadata` payloads of one column as one: the wider range, counts and sizes added; the other
+    fields from `b`."""
     merged = dict(b)
     merged["minValue"] = _bound(a["minValue"], b["minValue"], min)
     merged["maxValue"] = _bound(a["maxValue"], b["maxValue"], max)
     for count in ("valueCount", "nullCount", "totalSize", "totalUncompressedSize"):
         merged[count] = _add(a.get(count), b.get(count))
-    return {**newer, "ColumnStatsMetadata": merged}
+    return merged
 
 
 def merge_latest(older: RawRecord, newer: RawRecord) -> RawRecord:
@@ -197,6 +203,7 @@ __all__ = [
     "RecordType",
     "bloom_filter_record",
     "column_stats_record",
+    "combine_stats",
     "files_record",
     "is_live",
     "is_secondary_index",

@@ -205,6 +205,7 @@ class ActiveTimeline:
         self.folder = join(base_path, config.timeline_folder)
         self.layout_version = config.layout_version
         self.tz = timeline_timezone(config.timezone_name)
+        self._floor: str | None = None
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -232,8 +233,17 @@ class ActiveTimeline:
     # --- instant times -----------------------------------------------------------------------------
 
     def new_instant_time(self, timeline: Timeline, now: datetime | None = None) -> str:
-        """A time strictly above every instant and completion time. Call under the table lock."""
-        return next_instant_time(timeline.all_times(), self.tz, now)
+        """A time strictly above every instant and completion time, and above any time `note_time` was given (the
+        metadata table's completion of the same action). Call under the table lock."""
+        times = timeline.all_times()
+        if self._floor is not None:
+            times = [*times, self._floor]
+        return next_instant_time(times, self.tz, now)
+
+    def note_time(self, time: str) -> None:
+        """Make every later instant or completion time of this timeline greater than `time`."""
+        if self._floor is None or time > self._floor:
+            self._floor = time
 
     # --- transitions -------------------------------------------------------------------------------
 

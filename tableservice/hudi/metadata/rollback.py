@@ -1,0 +1,113 @@
+"""Rolling back one instant of the metadata table, as part of the data table's rollback of the same instant.
+
+A writer that crashed after completing its metadata delta commit `x` but before completing its data instant
+leaves `x` in the metadata table (invisible to readers by the valid-instant rule). When the data table rolls `x`
+back at `r`, the metadata table gets its own rollback at `r`: plan (`<r>.rollback.requested`), inflight, the log
+and base files written at `x` deleted, `x`'s timeline files removed, then `<r>_<c>.rollback`. Table versions 8 and
+9 (log files named by the delta commit that wrote them); version 6 metadata tables are refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+
+from tableservice.errors import UnsupportedTableError
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.models import (
+    HoodieInstantInfo,
+    HoodieRollbackMetadata,
+    HoodieRollbackPartitionMetadata,
+    HoodieRollbackPlan,
+    HoodieRollbackRequest,
+    encode_rollback_metadata,
+    encode_rollback_plan,
+)
+from tableservice.hudi.timeline.instant import Action, Instant, State
+
+log = logging.getLogger(__name__)
+
+
+def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_time: str) -> Instant | None:
+    """Roll back the metadata table's instant `target_time` at `rollback_time`; None when it holds no such instant
+    (a rollback already finished there is completed again only if its files remain)."""
+    table = mdt.mdt
+    timeline = table.reload()
+    done = timeline.get(rollback_time, Action.ROLLBACK)
+    if done is not None and done.is_completed:
+        return done
+    target = next((i for i in timeline if i.requested_time == target_time and i.action is not Action.ROLLBACK), None)
+    if target is None and done is None:
+        return None
+    if table.config.version < 8:
+        raise UnsupportedTableError(
+            "rolling back a table version 6 metadata table is not supported", table=mdt.data.name, path=table.base_path
+        )
+    compactions = [i for i in timeline.completed() if i.action is Action.COMMIT and i.requested_time > target_time]
+    if target is not None and target.is_completed and compactions:
+        raise UnsupportedTableError(
+            f"metadata instant {target_time} is older than the metadata table's compaction "
+            f"{compactions[-1].requested_time}: it cannot be rolled back (a restore or a rebuilt metadata table is "
+            "needed)",
+            table=mdt.data.name,
+            path=table.base_path,
+        )
+    started = time.monotonic()
+    files: dict[str, list[str]] = defaultdict(list)
+    for partition, infos in mdt.listing().items():
+        for fi in infos:
+            parsed = parse_log_file_name(fi.name) or parse_base_file_name(fi.name)
+            if parsed is not None and parsed.instant_time == target_time:
+                files[partition].append(fi.location)
+    version = table.config.version
+    action = target.action if target is not None else Action.DELTA_COMMIT
+    if done is None:
+        plan = HoodieRollbackPlan(
+            instant_to_rollback=HoodieInstantInfo(commit_time=target_time, action=action.value),
+            RollbackRequests=tuple(
+                HoodieRollbackRequest(
+                    partition_path=p, file_id="", latest_base_instant="", files_to_be_deleted=tuple(sorted(v))
+                )
+                for p, v in sorted(files.items())
+            ),
+            version=1,
+        )
+        done = table.active.create_requested(
+            rollback_time, Action.ROLLBACK, encode_rollback_plan(plan, table_version=version)
+        )
+    inflight = done if done.state is State.INFLIGHT else table.active.transition_to_inflight(done)
+    deleted = 0
+    partitions = {}
+    for p, locations in sorted(files.items()):
+        for location in locations:
+            table.storage.delete(location)
+        deleted += len(locations)
+        partitions[p] = HoodieRollbackPartitionMetadata(
+            partition_path=p, success_delete_files=tuple(sorted(locations)), failed_delete_files=()
+        )
+    if target is not None:
+        if target.is_completed:
+            table.active.delete_completed(target)
+        else:
+            table.active.delete_pending(target)
+    metadata = HoodieRollbackMetadata(
+        start_rollback_time=rollback_time,
+        time_taken_in_millis=int((time.monotonic() - started) * 1000),
+        total_files_deleted=deleted,
+        commits_rollback=(target_time,),
+        partition_metadata=partitions,
+        version=1,
+        instants_rollback=(HoodieInstantInfo(commit_time=target_time, action=action.value),),
+    )
+    completed = table.active.transition_to_completed(
+        inflight, encode_rollback_metadata(metadata, table_version=version), timeline=table.reload()
+    )
+    log.info(
+        "metadata table: rolled back %s (%d files)",
+        target_time,
+        deleted,
+        extra={"table": mdt.data.name, "instant": rollback_time},
+    )
+    return completed

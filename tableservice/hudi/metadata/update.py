@@ -1,0 +1,313 @@
+"""Keeping the metadata table in step with one completed data action (HUDI-MDT-NOTES §6).
+
+Called by the commit path under the table lock, after the action's files are written and before its instant
+completes. The metadata table gets, at the data instant's own time:
+- compaction and clustering (and other commits that write files): a delta commit listing the new files in
+  `files`, their column stats and their partitions' stats, bloom filters of new base files, and for clustering
+  every moved key re-pointed in the record index;
+- clean: a delta commit with tombstones for the deleted files (`files`, column stats, bloom filters);
+- rollback of `x`: the metadata table's own rollback of `x` when it holds `x` (a writer that crashed between its
+  metadata commit and its data commit), nothing otherwise.
+Only partitions listed in `hoodie.table.metadata.partitions` or `...partitions.inflight` receive records.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from tableservice.errors import CorruptFileError, UnsupportedTableError
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.metadata import column_stats as cs
+from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
+from tableservice.hudi.metadata.keys import (
+    ALL_PARTITIONS_KEY,
+    MetadataPartition,
+    bloom_filter_key,
+    column_stats_key,
+    partition_key,
+    partition_stats_key,
+)
+from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.records import (
+    bloom_filter_record,
+    column_stats_record,
+    combine_stats,
+    files_record,
+    record_index_record,
+)
+from tableservice.hudi.metadata.rollback import rollback_metadata_instant
+from tableservice.hudi.models import (
+    HoodieCleanMetadata,
+    HoodieCommitMetadata,
+    HoodieRollbackMetadata,
+    HoodieWriteStat,
+    TimelineContent,
+)
+from tableservice.hudi.table.fs_view import partition_location
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import read_schema
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action, Instant, parse_instant_time, timeline_timezone
+from tableservice.storage import join
+
+log = logging.getLogger(__name__)
+
+FILES = MetadataPartition.FILES.value
+COLUMN_STATS = MetadataPartition.COLUMN_STATS.value
+PARTITION_STATS = MetadataPartition.PARTITION_STATS.value
+BLOOM_FILTERS = MetadataPartition.BLOOM_FILTERS.value
+RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
+BLOOM_FOOTER_KEYS = (b"org.apache.hudi.bloomfilter", b"com.uber.hoodie.bloomfilter")
+BLOOM_TYPE_KEY = b"hoodie_bloom_filter_type_code"
+
+
+@dataclass(frozen=True)
+class NewFile:
+    partition: str
+    name: str
+    size: int
+
+    @property
+    def is_base_file(self) -> bool:
+        return not self.name.startswith(".")
+
+
+def sync_metadata_table(
+    table: HudiTable, timeline: Timeline, instant: Instant, content: TimelineContent | None
+) -> Instant | None:
+    """Bring the metadata table in step with `instant`, which is about to complete with `content`; returns the
+    metadata table's completed instant (None when nothing was written)."""
+    mdt = MetadataTable.open(table, timeline)
+    if mdt is None:
+        if table.config.metadata_partitions_inflight:
+            raise UnsupportedTableError(
+                "metadata partitions are being built but none is complete; nothing can be committed beside it",
+                table=table.name,
+            )
+        return None
+    t = instant.requested_time
+    if isinstance(content, HoodieRollbackMetadata):
+        last = None
+        for target in content.commits_rollback:
+            last = rollback_metadata_instant(mdt, target, t) or last
+        return last
+    if isinstance(content, HoodieCleanMetadata):
+        records = clean_records(mdt, content)
+    elif isinstance(content, HoodieCommitMetadata):
+        records = commit_records(mdt, instant, content)
+    else:
+        return None  # savepoints and the like change no file
+    if instant.action is Action.DELTA_COMMIT and table.config.version < 8:
+        raise UnsupportedTableError("writing table version 6 metadata tables is not supported", table=table.name)
+    return write_delta_commit(mdt, t, records)
+
+
+def _new_files(stats: Iterable[HoodieWriteStat]) -> list[NewFile]:
+    out = []
+    for s in stats:
+        if not s.path:
+            continue
+        folder, name = posixpath.split(s.path)
+        partition = s.partition_path if s.partition_path is not None else folder
+        out.append(NewFile(partition, name, int(s.file_size_in_bytes or s.total_write_bytes or 0)))
+    return out
+
+
+def commit_records(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadata) -> list[MetadataRecord]:
+    """Records for a commit that wrote files: compaction, clustering, or a writer's commit."""
+    written = set(mdt.written_partitions)
+    stats = [s for group in (md.partition_to_write_stats or {}).values() for s in group]
+    files = _new_files(stats)
+    records: list[MetadataRecord] = []
+    by_partition: dict[str, dict[str, tuple[int, bool]]] = defaultdict(dict)
+    for f in files:
+        by_partition[f.partition][f.name] = (f.size, False)
+    if FILES in written:
+        records.append(
+            MetadataRecord(
+                FILES,
+                ALL_PARTITIONS_KEY,
+                files_record({partition_key(p): (0, False) for p in by_partition}, partition_list=True),
+            )
+        )
+        records.extend(MetadataRecord(FILES, partition_key(p), files_record(e)) for p, e in by_partition.items())
+    need_stats = COLUMN_STATS in written or PARTITION_STATS in written
+    index = stats_index(mdt) if need_stats else None
+    base_files = [f for f in files if f.is_base_file]
+    if index is not None:
+        per_partition: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for f in base_files:
+            payloads = cs.parquet_file_stats(_read(mdt, f), f.name, index)
+            per_partition[f.partition].extend(payloads)
+            if COLUMN_STATS in written:
+                records.extend(
+                    MetadataRecord(
+                        COLUMN_STATS, column_stats_key(p["columnName"], f.partition, f.name), column_stats_record(p)
+                    )
+                    for p in payloads
+                )
+        if PARTITION_STATS in written:
+            for partition, payloads in per_partition.items():
+                for p in partition_stats(payloads, partition_key(partition)):
+                    key = partition_stats_key(p["columnName"], partition)
+                    records.append(MetadataRecord(PARTITION_STATS, key, column_stats_record(p, partition_stats=True)))
+    if BLOOM_FILTERS in written:
+        for f in base_files:
+            bloom = _bloom_filter(mdt, f)
+            if bloom is not None:
+                kind, serialized = bloom
+                records.append(
+                    MetadataRecord(
+                        BLOOM_FILTERS,
+                        bloom_filter_key(f.partition, f.name),
+                        bloom_filter_record(kind, instant.requested_time, serialized, deleted=False),
+                    )
+                )
+    if RECORD_INDEX in written and mdt.data.is_clustering(instant):
+        records.extend(_repointed_keys(mdt, instant, base_files))
+    return records
+
+
+def clean_records(mdt: MetadataTable, md: HoodieCleanMetadata) -> list[MetadataRecord]:
+    """Tombstones for the files a clean deleted (and for partitions it deleted)."""
+    written = set(mdt.written_partitions)
+    records: list[MetadataRecord] = []
+    deleted_partitions = []
+    index = None
+    if COLUMN_STATS in written:
+        index = stats_index(mdt)
+    for partition, pm in sorted(md.partition_metadata.items()):
+        names = sorted({posixpath.basename(p) for p in pm.success_delete_files})
+        if pm.is_partition_deleted:
+            deleted_partitions.append(partition)
+        if not names:
+            continue
+        if FILES in written:
+            records.append(MetadataRecord(FILES, partition_key(partition), files_record({n: (0, True) for n in names})))
+        if index is not None:
+            for name in names:
+                records.extend(
+                    MetadataRecord(
+                        COLUMN_STATS,
+                        column_stats_key(c, partition, name),
+                        column_stats_record(cs.tombstone(name, c, index.version)),
+                    )
+                    for c in index.columns
+                )
+        if BLOOM_FILTERS in written:
+            for name in names:
+                if parse_base_file_name(name) is not None:
+                    records.append(
+                        MetadataRecord(
+                            BLOOM_FILTERS,
+                            bloom_filter_key(partition, name),
+                            bloom_filter_record("", md.start_clean_time, b"", deleted=True),
+                        )
+                    )
+    if deleted_partitions and FILES in written:
+        tombstones = {partition_key(p): (0, True) for p in deleted_partitions}
+        records.append(MetadataRecord(FILES, ALL_PARTITIONS_KEY, files_record(tombstones, partition_list=True)))
+    return records
+
+
+def partition_stats(payloads: Iterable[dict[str, Any]], partition: str) -> list[dict[str, Any]]:
+    """One partition-stats payload per column from the column stats of the files an action wrote there: readers
+    merge it into the partition's record, widening the range and adding the counts, as Hudi's writers do."""
+    by_column: dict[str, dict[str, Any]] = {}
+    for p in payloads:
+        column = p["columnName"]
+        by_column[column] = combine_stats(by_column[column], p) if column in by_column else dict(p)
+    out = []
+    for _, p in sorted(by_column.items()):
+        out.append({**p, "fileName": partition, "isTightBound": True, "isDeleted": False})
+    return out
+
+
+def _read(mdt: MetadataTable, f: NewFile) -> bytes:
+    return mdt.data.storage.read_bytes(join(partition_location(mdt.data.base_path, f.partition), f.name))
+
+
+def stats_index(mdt: MetadataTable) -> cs.ColumnStatsIndex | None:
+    """The columns the table's column stats index, and its version."""
+    data = mdt.data
+    return cs.column_stats_index(
+        data.storage, data.base_path, data.config.version, read_schema(data, mdt.data_timeline)
+    )
+
+
+def _bloom_filter(mdt: MetadataTable, f: NewFile) -> tuple[str, bytes] | None:
+    location = join(partition_location(mdt.data.base_path, f.partition), f.name)
+    try:
+        meta = pq.read_metadata(mdt.data.storage.open_input_file(location)).metadata or {}
+    except OSError as e:
+        raise CorruptFileError(f"cannot read the Parquet footer: {e}", table=mdt.data.name, path=location) from e
+    for key in BLOOM_FOOTER_KEYS:
+        if key in meta:
+            return meta.get(BLOOM_TYPE_KEY, b"SIMPLE").decode("utf-8"), meta[key]
+    return None
+
+
+def _repointed_keys(mdt: MetadataTable, instant: Instant, base_files: Sequence[NewFile]) -> list[MetadataRecord]:
+    """Every key a clustering moved, pointing at its new file group (the instant as epoch milliseconds, read in
+    the table's timeline time zone)."""
+    tz = timeline_timezone(mdt.data.config.timezone_name)
+    millis = int(parse_instant_time(instant.requested_time, tz).timestamp() * 1000)
+    out = []
+    for f in base_files:
+        parsed = parse_base_file_name(f.name) or parse_log_file_name(f.name)
+        if parsed is None:
+            continue
+        location = join(partition_location(mdt.data.base_path, f.partition), f.name)
+        try:
+            keys = pq.read_table(mdt.data.storage.open_input_file(location), columns=["_hoodie_record_key"])
+        except (OSError, KeyError) as e:
+            raise CorruptFileError(f"cannot read record keys: {e}", table=mdt.data.name, path=location) from e
+        value = record_location(f.partition, parsed.file_id, millis)
+        for key in keys.column(0).to_pylist():
+            if key is not None:
+                out.append(MetadataRecord(RECORD_INDEX, key, record_index_record(value)))
+    return out
+
+
+def record_location(partition: str, file_id: str, instant_ms: int) -> dict[str, Any]:
+    """A record-index value: encoding 0 (UUID halves and index) when the file id is `<uuid>-<n>`, else 1."""
+    head, _, tail = file_id.rpartition("-")
+    try:
+        u = uuid.UUID(head)
+        index = int(tail)
+    except ValueError:
+        u, index = None, -1
+    if u is not None and index >= 0:
+        high, low = u.int >> 64, u.int & ((1 << 64) - 1)
+        return {
+            "partitionName": partition,
+            "fileIdHighBits": _signed(high),
+            "fileIdLowBits": _signed(low),
+            "fileIndex": index,
+            "fileId": "",
+            "instantTime": instant_ms,
+            "fileIdEncoding": 0,
+            "position": None,
+        }
+    return {
+        "partitionName": partition,
+        "fileIdHighBits": None,
+        "fileIdLowBits": None,
+        "fileIndex": None,
+        "fileId": file_id,
+        "instantTime": instant_ms,
+        "fileIdEncoding": 1,
+        "position": None,
+    }
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v

@@ -1,0 +1,215 @@
+"""Is the metadata table in step? Rebuild what it should hold from storage and compare (HUDI-MDT-NOTES §12).
+
+- `files`: per partition, the files of completed instants found on storage (every slice of every file group, the
+  replaced ones included until a clean deletes them) with their sizes, against the live entries of the `files`
+  partition; `__all_partitions__` must name every partition holding committed files.
+- `column_stats`: per listed Parquet base file and indexed column, the stored payload equals a recomputation from
+  the file; no record for a file no longer listed. (Log files: their records must exist; values not recomputed.)
+- `record_index`: exactly the keys of the latest slices of the live file groups, each pointing at its file group.
+- `bloom_filters`: a live record per listed base file.
+Each problem is one `Difference` naming the metadata partition, the data partition, the key or file and what
+differs. Table versions 8 and 9.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.metadata import column_stats as cs
+from tableservice.hudi.metadata.keys import (
+    ALL_PARTITIONS_KEY,
+    NON_PARTITIONED,
+    MetadataPartition,
+    bloom_filter_key,
+    column_stats_key,
+    partition_key,
+)
+from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.records import live_files
+from tableservice.hudi.metadata.update import record_location, stats_index
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, iter_read
+from tableservice.hudi.timeline.active import Timeline
+
+FILES = MetadataPartition.FILES.value
+COLUMN_STATS = MetadataPartition.COLUMN_STATS.value
+RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
+BLOOM_FILTERS = MetadataPartition.BLOOM_FILTERS.value
+LIMIT = 200  # differences reported per metadata partition
+
+
+@dataclass(frozen=True)
+class Difference:
+    metadata_partition: str
+    partition: str | None
+    item: str
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"{self.partition or NON_PARTITIONED}: " if self.partition is not None else ""
+        return f"[{self.metadata_partition}] {where}{self.item}: {self.problem}"
+
+
+def verify_metadata_table(table: HudiTable, timeline: Timeline | None = None) -> list[Difference]:
+    """Every difference between the metadata table and what storage says it should hold (empty: in step)."""
+    tl = timeline if timeline is not None else table.timeline()
+    mdt = MetadataTable.open(table, tl)
+    if mdt is None:
+        return []
+    expected = expected_files(table, tl)
+    out: list[Difference] = []
+    if FILES in mdt.partitions:
+        out += _limit(_files(mdt, expected))
+    if COLUMN_STATS in mdt.partitions:
+        out += _limit(_column_stats(mdt, expected))
+    if BLOOM_FILTERS in mdt.partitions:
+        out += _limit(_bloom_filters(mdt, expected))
+    if RECORD_INDEX in mdt.partitions:
+        out += _limit(_record_index(mdt, table, tl))
+    return out
+
+
+def _limit(diffs: Iterator[Difference]) -> list[Difference]:
+    out: list[Difference] = []
+    for d in diffs:
+        if len(out) == LIMIT:
+            out.append(Difference(d.metadata_partition, "", "...", f"more than {LIMIT} differences"))
+            break
+        out.append(d)
+    return out
+
+
+def expected_files(table: HudiTable, timeline: Timeline) -> dict[str, dict[str, int]]:
+    """Partition -> file name -> size of every file of a completed instant, from a storage listing."""
+    view = table.file_system_view(timeline=timeline, listing=table.list_storage_files())
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for group in view.all_file_groups():
+        for file_slice in group.slices:
+            if file_slice.base_file is not None:
+                out[group.partition_path][file_slice.base_file.file_name] = file_slice.base_file.size
+            for lf in file_slice.log_files:
+                out[group.partition_path][lf.file_name] = lf.size
+    return dict(out)
+
+
+def _files(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> Iterator[Difference]:
+    records = mdt.read_partition(FILES)
+    listed_partitions = {"" if p == NON_PARTITIONED else p for p in live_files(records.get(ALL_PARTITIONS_KEY))}
+    for partition in sorted(expected):
+        if expected[partition] and partition not in listed_partitions:
+            yield Difference(FILES, partition, ALL_PARTITIONS_KEY, "partition holds committed files but is not listed")
+    for partition in sorted(set(expected) | listed_partitions):
+        want = expected.get(partition, {})
+        have = live_files(records.get(partition_key(partition)))
+        for name in sorted(set(want) | set(have)):
+            if name not in have:
+                yield Difference(FILES, partition, name, f"committed file ({want[name]} bytes) is not listed")
+            elif name not in want:
+                yield Difference(FILES, partition, name, "listed, but not a committed file on storage")
+            elif want[name] != have[name]:
+                yield Difference(FILES, partition, name, f"listed with {have[name]} bytes, storage has {want[name]}")
+
+
+def _column_stats(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> Iterator[Difference]:
+    index = stats_index(mdt)
+    if index is None:
+        return
+    stored = mdt.read_partition(COLUMN_STATS)
+    wanted_keys: set[str] = set()
+    storage = mdt.data.storage
+    for partition, files in sorted(expected.items()):
+        for name in sorted(files):
+            keys = {c: column_stats_key(c, partition, name) for c in index.columns}
+            if name.startswith("."):
+                wanted_keys.update(keys.values())
+                # A log file holding only deletes or rollback blocks may have records; presence is not required.
+                continue
+            if not name.endswith(".parquet"):
+                continue
+            location = f"{mdt.data.base_path}/{partition}/{name}" if partition else f"{mdt.data.base_path}/{name}"
+            payloads = {p["columnName"]: p for p in cs.parquet_file_stats(storage.read_bytes(location), name, index)}
+            for column, key in keys.items():
+                want = payloads.get(column)
+                record = stored.get(key)
+                have = record.get("ColumnStatsMetadata") if record else None
+                if want is None:
+                    continue  # no rows, or the file lacks the column: no record expected
+                wanted_keys.add(key)
+                if have is None:
+                    yield Difference(COLUMN_STATS, partition, f"{name} {column}", "no column stats record")
+                elif _normal(have) != _normal(want):
+                    yield Difference(
+                        COLUMN_STATS, partition, f"{name} {column}", f"stored {_short(have)}, recomputed {_short(want)}"
+                    )
+    for key, record in sorted(stored.items()):
+        if key not in wanted_keys:
+            payload = record.get("ColumnStatsMetadata") or {}
+            yield Difference(
+                COLUMN_STATS,
+                None,
+                f"{payload.get('fileName')} {payload.get('columnName')}",
+                "record for a file no longer listed",
+            )
+
+
+def _normal(payload: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in payload.items() if k != "valueType" or v is not None}
+
+
+def _short(payload: dict[str, Any]) -> str:
+    keys = ("minValue", "maxValue", "valueCount", "nullCount", "totalSize", "totalUncompressedSize")
+    return ", ".join(f"{k}={payload.get(k)!r}" for k in keys)
+
+
+def _bloom_filters(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> Iterator[Difference]:
+    stored = mdt.read_partition(BLOOM_FILTERS)
+    wanted = set()
+    for partition, files in sorted(expected.items()):
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            key = bloom_filter_key(partition, name)
+            wanted.add(key)
+            if key not in stored:
+                yield Difference(BLOOM_FILTERS, partition, name, "no bloom filter record")
+    for key in sorted(set(stored) - wanted):
+        yield Difference(BLOOM_FILTERS, None, key, "record for a file no longer listed")
+
+
+def _record_index(mdt: MetadataTable, table: HudiTable, timeline: Timeline) -> Iterator[Difference]:
+    stored = mdt.read_partition(RECORD_INDEX)
+    wanted: dict[str, tuple[str, str]] = {}
+    options = ReadOptions(columns=("_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"))
+    for batch in iter_read(table, options):
+        for key, partition, file_name in zip(*(_strings(batch, c) for c in options.columns or []), strict=True):
+            if key is not None:
+                wanted[key] = (partition or "", _file_id(file_name or ""))
+    for key in sorted(set(wanted) | set(stored)):
+        record = stored.get(key)
+        if key not in stored:
+            yield Difference(RECORD_INDEX, wanted[key][0], key, "key of the table is not indexed")
+            continue
+        if key not in wanted:
+            yield Difference(RECORD_INDEX, None, key, "indexed key is not in the table")
+            continue
+        partition, file_id = wanted[key]
+        have = (record or {}).get("recordIndexMetadata") or {}
+        want = record_location(partition, file_id, 0)
+        got = {k: have.get(k) for k in ("partitionName", "fileIdHighBits", "fileIdLowBits", "fileIndex", "fileId")}
+        if got != {k: want[k] for k in got}:
+            yield Difference(RECORD_INDEX, partition, key, f"points at {got}, the record is in {file_id}")
+
+
+def _strings(batch: pa.Table, column: str) -> list[str | None]:
+    return [None if v is None else str(v) for v in batch.column(column).to_pylist()]
+
+
+def _file_id(file_name: str) -> str:
+    parsed = parse_base_file_name(file_name) or parse_log_file_name(file_name)
+    return parsed.file_id if parsed is not None else file_name
