@@ -74,13 +74,26 @@ def test_status_lists_pending_actions_and_health(tmp_path: Path, capsys: pytest.
     assert mine["table_type"] == "MERGE_ON_READ" and mine["table_version"] == 9
     assert [(p["instant"], p["action"], p["state"]) for p in mine["pending"]] == [(t, "compaction", "REQUESTED")]
     assert mine["health"] == "ok"
-    assert by_uri[str(mdt)]["health"] == "unsupported"
-    assert str(by_uri[str(mdt)]["health_reason"]).startswith("table has a metadata table")
+    assert by_uri[str(mdt)]["health"] == "ok"  # version 8 metadata tables are kept in step
     assert by_uri[str(mdt)]["last_compaction"] == "20251220210129235"
+    v6 = _v6_with_metadata_table(tmp_path)
+    cfg.write_text(config_text([str(v6)], max_delta_commits=50))
+    assert main(["status", "--config", str(cfg), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["tables"]
+    assert row["health"] == "unsupported"
+    assert str(row["health_reason"]).startswith("table version 6 metadata tables")
 
 
-def test_metadata_table_is_reported_unsupported_in_metrics(tmp_path: Path) -> None:
-    mdt = str(fixture_table("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path))
+def _v6_with_metadata_table(tmp_path: Path) -> Path:
+    """A version 6 table whose properties list a metadata table (no shared fixture of version 6 has one)."""
+    path = fixture_table("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path / "v6")
+    props = path / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text() + "hoodie.table.metadata.partitions=files\n")
+    return path
+
+
+def test_metadata_table_of_version_6_is_reported_unsupported_in_metrics(tmp_path: Path) -> None:
+    mdt = str(_v6_with_metadata_table(tmp_path))
     metrics = new_metrics(process_metrics=False)
     settings = TableSettings(uri=mdt, name="trips", compaction=ServiceSettings(CompactionPolicy()))
     worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()), metrics)

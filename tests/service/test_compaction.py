@@ -152,8 +152,10 @@ def _digest(path: Path) -> dict[str, str]:
     }
 
 
-def test_table_with_metadata_table_is_left_unchanged(tmp_path: Path, spark_executor: Any) -> None:
-    path = fixture_table("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path)
+def test_version_6_table_with_metadata_table_is_left_unchanged(tmp_path: Path, spark_executor: Any) -> None:
+    path = fixture_table("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
+    props = path / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text() + "hoodie.table.metadata.partitions=files\n")
     before = _digest(path)
     ctx = _ctx(str(path), spark_executor)
     with pytest.raises(UnsupportedTableError, match="metadata table"):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tableservice.hudi.action.clean import execute_clean, schedule_clean
+from tableservice.hudi.metadata.compaction import DEFAULT_MAX_DELTA_COMMITS, metadata_compaction_due
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.hudi_table import HudiTable
@@ -98,3 +99,9 @@ def test_services_keep_the_metadata_table_in_step(name: str, tmp_path: Path, spa
         _check_in_step(path, rows, tmp_path, "clean", clean)
         ran.append("clean")
     assert "clustering" in ran and "clean" in ran, ran
+    # the metadata table's own compaction keeps its log files bounded (every fixture had up to 10 delta commits
+    # since its last compaction; 3 more were added)
+    table = HudiTable.open(Storage(), path)
+    mdt = MetadataTable.open(table, table.timeline())
+    assert mdt is not None
+    assert metadata_compaction_due(mdt).delta_commits < DEFAULT_MAX_DELTA_COMMITS

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.metadata.compaction import COMPACTION_ACTIONS
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.models import (
     HoodieInstantInfo,
@@ -45,7 +46,7 @@ def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_tim
         raise UnsupportedTableError(
             "rolling back a table version 6 metadata table is not supported", table=mdt.data.name, path=table.base_path
         )
-    compactions = [i for i in timeline.completed() if i.action is Action.COMMIT and i.requested_time > target_time]
+    compactions = [i for i in timeline.completed() if i.action in COMPACTION_ACTIONS and i.requested_time > target_time]
     if target is not None and target.is_completed and compactions:
         raise UnsupportedTableError(
             f"metadata instant {target_time} is older than the metadata table's compaction "

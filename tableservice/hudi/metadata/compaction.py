@@ -1,0 +1,225 @@
+"""Compacting the metadata table: each file group's base HFile and valid log blocks merged into a new base HFile.
+
+Due when the completed metadata delta commits since the last metadata compaction reach
+`hoodie.metadata.compact.max.delta.commits` (HUDI-MDT-NOTES §9). The instant `C` is a new time, except when a data
+instant is pending on the data table while its metadata delta commit is completed: then `C` is one millisecond
+before the earliest such instant, so that the (not yet valid) blocks of that delta commit stay in log files and
+count once the data instant completes. Log files of delta commits completed at or after `C` stay in the new
+slice. Files: `<C>.compaction.requested` (the plan), `.inflight`, one `<fileId>_0-0-0_<C>.hfile` per file group
+(an HFile without cells when nothing is left), then `<C>_<c>.commit`.
+
+Runs under the data table's lock. A crash leaves the compaction pending: readers merge the pending slice with the
+one before it, and the next attempt deletes the partial base files and runs the same plan again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import fastavro
+
+from tableservice.hudi.metadata.delta_commit import writer_schema
+from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
+from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.records import RawRecord, is_live, merge_for
+from tableservice.hudi.models import (
+    HoodieCommitMetadata,
+    HoodieCompactionOperation,
+    HoodieCompactionPlan,
+    HoodieWriteStat,
+    decode_compaction_plan,
+    encode_commit_metadata,
+    encode_compaction_plan,
+)
+from tableservice.hudi.table.fs_view import FileSlice, partition_location
+from tableservice.hudi.timeline.instant import Action, Instant, State, format_instant_time, parse_instant_time
+from tableservice.storage import join
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_DELTA_COMMITS = 10
+# A completed compaction is `compaction` on timeline layout 2 and `commit` on layout 1.
+COMPACTION_ACTIONS = (Action.COMPACTION, Action.COMMIT)
+WRITE_TOKEN = "0-0-0"
+
+
+@dataclass(frozen=True)
+class MetadataCompactionDecision:
+    due: bool
+    delta_commits: int
+    instant_time: str | None
+    reason: str
+
+
+def metadata_compaction_due(
+    mdt: MetadataTable, max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS
+) -> MetadataCompactionDecision:
+    """Whether the metadata table is due a compaction, and at which instant."""
+    timeline = mdt.mdt_timeline
+    compactions = [i for i in timeline.completed() if i.action in COMPACTION_ACTIONS]
+    last = compactions[-1].requested_time if compactions else ""
+    deltas = [i for i in timeline.completed() if i.action is Action.DELTA_COMMIT and i.requested_time > last]
+    if len(deltas) < max_delta_commits:
+        return MetadataCompactionDecision(
+            False, len(deltas), None, f"{len(deltas)} of {max_delta_commits} delta commits"
+        )
+    if timeline.pending_compactions():
+        return MetadataCompactionDecision(True, len(deltas), None, "a metadata compaction is pending")
+    t = _instant_time(mdt)
+    if t <= last or timeline.get(t) is not None:
+        return MetadataCompactionDecision(False, len(deltas), None, f"pending data instants hold it before {last}")
+    return MetadataCompactionDecision(True, len(deltas), t, f"{len(deltas)} delta commits since the last compaction")
+
+
+def _instant_time(mdt: MetadataTable) -> str:
+    data_pending = {i.requested_time for i in mdt.data_timeline.pending()}
+    held = sorted(
+        i.requested_time
+        for i in mdt.mdt_timeline.completed()
+        if i.action is Action.DELTA_COMMIT and i.requested_time in data_pending
+    )
+    tz = mdt.mdt.active.tz
+    if held:
+        return format_instant_time(parse_instant_time(held[0], tz) - timedelta(milliseconds=1), tz)
+    return mdt.mdt.active.new_instant_time(mdt.mdt.reload())
+
+
+def compact_metadata_table(mdt: MetadataTable, max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS) -> Instant | None:
+    """Run a pending metadata compaction, or schedule and run one when due; the completed instant, else None."""
+    table = mdt.mdt
+    pending = list(table.reload().pending_compactions())
+    if pending:
+        instant = pending[0]
+        plan_path = table.active.path_of(instant.with_state(State.REQUESTED))
+        plan = decode_compaction_plan(table.storage.read_bytes(plan_path), path=plan_path)
+    else:
+        decision = metadata_compaction_due(mdt, max_delta_commits)
+        if not decision.due or decision.instant_time is None:
+            return None
+        plan = _plan(mdt, decision.instant_time)
+        instant = table.active.create_requested(
+            decision.instant_time, Action.COMPACTION, encode_compaction_plan(plan, table_version=table.config.version)
+        )
+    return _execute(mdt, instant, plan)
+
+
+def _plan(mdt: MetadataTable, t: str) -> HoodieCompactionPlan:
+    operations = []
+    for partition in sorted(mdt.listing()):
+        for file_slice in mdt.file_slices(partition):
+            inputs = _inputs(mdt, file_slice, t)
+            operations.append(
+                HoodieCompactionOperation(
+                    base_instant_time=inputs.base_instant_time,
+                    delta_file_paths=tuple(lf.file_name for lf in inputs.log_files),
+                    data_file_path=inputs.base_file.file_name if inputs.base_file else None,
+                    file_id=inputs.file_id,
+                    partition_path=partition,
+                    metrics={},
+                )
+            )
+    return HoodieCompactionPlan(operations=tuple(operations), extra_metadata={}, version=2)
+
+
+def _inputs(mdt: MetadataTable, file_slice: FileSlice, t: str) -> FileSlice:
+    """The slice's files a compaction at `t` takes: the base file and the logs of delta commits completed before
+    `t` (later ones stay in the new slice)."""
+    timeline = mdt.mdt_timeline
+    logs = tuple(lf for lf in file_slice.log_files if (timeline.completion_time(lf.instant_time) or t) < t)
+    return replace(file_slice, log_files=logs)
+
+
+def _execute(mdt: MetadataTable, instant: Instant, plan: HoodieCompactionPlan) -> Instant:
+    table = mdt.mdt
+    t = instant.requested_time
+    started = time.monotonic()
+    inflight = instant if instant.state is State.INFLIGHT else table.active.transition_to_inflight(instant)
+    schema_json = writer_schema(mdt)
+    parsed = fastavro.parse_schema(json.loads(schema_json))
+    slices = {(s.partition_path, s.file_id): s for p in mdt.listing() for s in mdt.file_slices(p)}
+    stats: dict[str, list[HoodieWriteStat]] = {}
+    for op in plan.operations or ():
+        partition, file_id = op.partition_path or "", op.file_id or ""
+        current = slices.get((partition, file_id))
+        wanted = set(op.delta_file_paths or ())
+        logs = tuple(lf for lf in current.log_files if lf.file_name in wanted) if current else ()
+        base = (
+            current.base_file
+            if current and current.base_file and current.base_file.file_name == op.data_file_path
+            else None
+        )
+        source = FileSlice(partition, file_id, op.base_instant_time or "", base, logs)
+        stat = _compact_one(mdt, source, t, schema_json, parsed)
+        stats.setdefault(partition, []).append(stat)
+    metadata = HoodieCommitMetadata(
+        partition_to_write_stats={p: tuple(s) for p, s in stats.items()},
+        compacted=True,
+        extra_metadata={"schema": schema_json},
+        operation_type="COMPACT",
+    )
+    done = table.active.transition_to_completed(
+        inflight, encode_commit_metadata(metadata, table_version=table.config.version), timeline=table.reload()
+    )
+    log.info(
+        "metadata table: compacted %d file groups in %.2f s",
+        sum(len(s) for s in stats.values()),
+        time.monotonic() - started,
+        extra={"table": mdt.data.name, "instant": t},
+    )
+    return done
+
+
+def _compact_one(mdt: MetadataTable, source: FileSlice, t: str, schema_json: str, parsed: Any) -> HoodieWriteStat:
+    merge = merge_for(source.partition_path)
+    merged: dict[str, RawRecord] = {}
+    for key, record in mdt.slice_records(source):
+        merged[key] = merge(merged[key], record) if key in merged else record
+    cells = []
+    for key in sorted(merged, key=lambda k: k.encode("utf-8")):
+        record = _pruned(merged[key])
+        if record is None or not is_live(record):
+            continue
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, record)
+        cells.append((key.encode("utf-8"), buf.getvalue()))
+    layout = hfile_layout(mdt.mdt.config.version)
+    info = [(b"schema", schema_json.encode())]
+    if cells:
+        info += [(b"minRecordKey", cells[0][0]), (b"maxRecordKey", cells[-1][0])]
+    data = write_hfile(
+        cells, file_info=info, layout=layout, create_time_ms=int(time.time() * 1000) if layout == "hudi" else 0
+    )
+    name = f"{source.file_id}_{WRITE_TOKEN}_{t}.hfile"
+    folder = partition_location(mdt.mdt.base_path, source.partition_path)
+    location = join(folder, name)
+    mdt.mdt.storage.delete(location)  # an earlier attempt's partial file
+    mdt.mdt.storage.write_bytes(location, data)
+    return HoodieWriteStat(
+        file_id=source.file_id,
+        path=f"{source.partition_path}/{name}",
+        prev_commit=source.base_instant_time,
+        num_writes=len(cells),
+        num_deletes=0,
+        num_update_writes=0,
+        num_inserts=len(cells),
+        total_write_bytes=len(data),
+        total_write_errors=0,
+        partition_path=source.partition_path,
+        file_size_in_bytes=len(data),
+        total_log_files=len(source.log_files),
+    )
+
+
+def _pruned(record: RawRecord) -> RawRecord:
+    """A merged `files` record without the tombstones of files it no longer lists: once everything older is in
+    one base file, a tombstone has nothing left to hide."""
+    if record is None or record.get("filesystemMetadata") is None:
+        return record
+    fs = {k: v for k, v in record["filesystemMetadata"].items() if not v["isDeleted"]}
+    return {**record, "filesystemMetadata": fs}

@@ -1,0 +1,204 @@
+"""Writing the metadata table without Spark, on copies of the real tables that have one: a failed write's
+metadata instant is rolled back with it, a clean interrupted between the metadata commit and the data commit is
+finished by the next attempt, and `verify` tells an out-of-step metadata table from one in step."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tableservice.hudi.action.clean import execute_clean, schedule_clean
+from tableservice.hudi.action.rollback import rollback
+from tableservice.hudi.metadata.compaction import compact_metadata_table
+from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
+from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.records import files_record, live_files
+from tableservice.hudi.metadata.verify import verify_metadata_table
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.active import ActiveTimeline
+from tableservice.hudi.timeline.instant import Action, State, parse_instant_time
+from tableservice.planning.clean.plan import CleanPlanner
+from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.storage import Storage
+from tests.support.fixtures import fixture_table, metadata_fixture_names
+from tests.support.oracle import assert_same_rows, hudi_read, listing_view
+
+pytestmark = pytest.mark.oracle
+NAMES = metadata_fixture_names()
+V8 = "quickstart_trips_table/mor/avro/v8_trips_8i3u1d"
+
+
+def _copy(name: str, tmp_path: Path) -> str:
+    if name not in NAMES:
+        pytest.skip(f"fixture {name} is absent")
+    return str(fixture_table(name, tmp_path))
+
+
+def _diffs(path: str) -> list[str]:
+    return [str(d) for d in verify_metadata_table(HudiTable.open(Storage(), path))]
+
+
+@pytest.mark.parametrize("name", NAMES or ["none"])
+def test_failed_write_is_rolled_back_in_the_metadata_table_too(name: str, tmp_path: Path) -> None:
+    path = _copy(name, tmp_path)
+    rows = hudi_read(path)
+    table = HudiTable.open(Storage(), path)
+    timeline = table.timeline()
+    # A writer crashed after its metadata delta commit and before its data commit: a log file at `t`, the data
+    # instant inflight, the metadata table's delta commit at `t` completed and listing the log file.
+    t = table.active.new_instant_time(timeline)
+    requested = table.active.create_requested(t, Action.DELTA_COMMIT)
+    table.active.transition_to_inflight(requested)
+    some_slice = table.file_system_view(timeline=timeline).latest_slices()[0]
+    folder = Path(path) / some_slice.partition_path if some_slice.partition_path else Path(path)
+    log_name = f".{some_slice.file_id}_{t}.log.1_0-1-1"
+    assert some_slice.base_file is not None
+    shutil.copyfile(some_slice.base_file.location, folder / log_name)  # its content does not matter here
+    mdt = MetadataTable.open(table, table.reload())
+    assert mdt is not None
+    size = (folder / log_name).stat().st_size
+    key = some_slice.partition_path or "."
+    write_delta_commit(mdt, t, [MetadataRecord("files", key, files_record({log_name: (size, False)}))])
+    # The pending write's metadata is invalid to readers: nothing changes yet.
+    assert _diffs(path) == []
+    assert_same_rows(hudi_read(path), rows)
+
+    target = HudiTable.open(Storage(), path).timeline().get(t)
+    assert target is not None and not target.is_completed
+    done = rollback(HudiTable.open(Storage(), path), target)
+
+    assert not (folder / log_name).exists()
+    after = HudiTable.open(Storage(), path)
+    mdt_after = MetadataTable.open(after, after.timeline())
+    assert mdt_after is not None
+    assert mdt_after.mdt_timeline.get(t) is None, "the metadata instant of the failed write is gone"
+    mdt_rollback = mdt_after.mdt_timeline.get(done.requested_time, Action.ROLLBACK)
+    assert mdt_rollback is not None and mdt_rollback.is_completed
+    assert mdt_rollback.completion_time is not None and done.completion_time is not None
+    assert mdt_rollback.completion_time < done.completion_time
+    assert not list((Path(path) / ".hoodie" / "metadata" / "files").glob(f"*_{t}.log.*"))
+    assert _diffs(path) == []
+    assert_same_rows(hudi_read(path), rows)
+
+
+def test_a_clean_interrupted_after_its_metadata_commit_is_finished_by_the_next_attempt(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    path = _copy(V8, tmp_path)
+    rows = hudi_read(path)
+    policy = CleanPolicy.from_mapping(
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"}
+    )
+    table = HudiTable.open(Storage(), path)
+    clean = schedule_clean(table, CleanPlanner(policy), force=True)
+    assert clean is not None
+    real = ActiveTimeline.transition_to_completed
+
+    def crash(self: ActiveTimeline, instant: Any, content: bytes, **kw: Any) -> Any:
+        if instant.action is Action.CLEAN and ".hoodie/metadata" not in self.base_path:
+            raise KeyboardInterrupt("killed between the metadata commit and the data commit")
+        return real(self, instant, content, **kw)
+
+    monkeypatch.setattr(ActiveTimeline, "transition_to_completed", crash)
+    with pytest.raises(KeyboardInterrupt):
+        execute_clean(table, clean)
+    monkeypatch.undo()
+    reopened = HudiTable.open(Storage(), path)
+    pending = reopened.timeline().get(clean.requested_time)
+    assert pending is not None and pending.state is State.INFLIGHT
+    mdt = MetadataTable.open(reopened, reopened.timeline())
+    assert mdt is not None
+    mdt_instant = mdt.mdt_timeline.get(clean.requested_time)
+    assert mdt_instant is not None and mdt_instant.is_completed
+    # The clean deleted files but did not complete: its tombstones are invalid until it does, so the metadata
+    # table still lists the deleted (old) files; the latest slices, which readers use, are untouched.
+    assert _diffs(path)
+    assert_same_rows(hudi_read(path), rows)
+
+    execute_clean(HudiTable.open(Storage(), path), clean)
+    assert _diffs(path) == []
+    assert_same_rows(hudi_read(path), rows)
+    view = listing_view(path, tmp_path / "view")
+    assert_same_rows(hudi_read(str(view)), rows)
+    finished = HudiTable.open(Storage(), path)
+    mdt = MetadataTable.open(finished, finished.timeline())
+    assert mdt is not None
+    assert len([i for i in mdt.mdt_timeline if i.requested_time == clean.requested_time]) == 1
+
+
+def test_verify_reports_what_is_out_of_step(tmp_path: Path) -> None:
+    path = _copy(V8, tmp_path)
+    table = HudiTable.open(Storage(), path)
+    assert _diffs(path) == []
+    mdt = MetadataTable.open(table, table.timeline())
+    assert mdt is not None
+    live = mdt.file_listing()
+    partition = sorted(live)[0]
+    name = sorted(live[partition])[-1]
+    # a delta commit that is valid (not at a data instant) and drops a live file from the listing
+    write_delta_commit(mdt, "20991231000000000", [MetadataRecord("files", partition, files_record({name: (0, True)}))])
+    diffs = _diffs(path)
+    assert f"[files] {partition}: {name}: committed file ({live[partition][name]} bytes) is not listed" in diffs
+
+
+def _contents(path: str) -> dict[str, dict[str, Any]]:
+    table = HudiTable.open(Storage(), path)
+    mdt = MetadataTable.open(table, table.timeline())
+    assert mdt is not None
+    out: dict[str, dict[str, Any]] = {}
+    for partition in mdt.partitions:
+        records = mdt.read_partition(partition)
+        if partition == "files":
+            out[partition] = {k: live_files(v) for k, v in records.items()}
+        else:
+            out[partition] = {k: {f: v for f, v in r.items() if f != "_hoodie_file_name"} for k, r in records.items()}
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES or ["none"])
+def test_metadata_compaction_keeps_every_record(name: str, tmp_path: Path) -> None:
+    path = _copy(name, tmp_path)
+    rows = hudi_read(path)
+    before = _contents(path)
+    table = HudiTable.open(Storage(), path)
+    mdt = MetadataTable.open(table, table.timeline())
+    assert mdt is not None
+    done = compact_metadata_table(mdt, max_delta_commits=0)  # now, whatever the count
+    assert done is not None and done.is_completed and done.action is Action.COMPACTION
+    assert _contents(path) == before
+    assert _diffs(path) == []
+    assert_same_rows(hudi_read(path), rows)  # hudi-rs lists through our base HFiles
+    after = HudiTable.open(Storage(), path)
+    compacted = MetadataTable.open(after, after.timeline())
+    assert compacted is not None
+    for partition in compacted.partitions:
+        for file_slice in compacted.file_slices(partition):
+            assert file_slice.base_instant_time == done.requested_time
+            assert file_slice.base_file is not None and not file_slice.log_files
+    # nothing more is due right after
+    assert compact_metadata_table(compacted, max_delta_commits=1) is None
+
+
+def test_metadata_compaction_leaves_a_pending_write_in_the_logs(tmp_path: Path) -> None:
+    path = _copy(V8, tmp_path)
+    table = HudiTable.open(Storage(), path)
+    t = table.active.new_instant_time(table.timeline())
+    table.active.transition_to_inflight(table.active.create_requested(t, Action.DELTA_COMMIT))
+    mdt = MetadataTable.open(table, table.reload())
+    assert mdt is not None
+    partition = sorted(mdt.file_listing())[0]
+    write_delta_commit(mdt, t, [MetadataRecord("files", partition, files_record({".x-0_1.log.1_0-0-0": (5, False)}))])
+    mdt = MetadataTable.open(table, table.reload())
+    assert mdt is not None
+    done = compact_metadata_table(mdt, max_delta_commits=1)
+    assert done is not None
+    tz = table.active.tz
+    assert parse_instant_time(done.requested_time, tz) == parse_instant_time(t, tz) - timedelta(milliseconds=1)
+    after = MetadataTable.open(table, table.reload())
+    assert after is not None
+    (files_slice,) = after.file_slices("files")
+    assert [lf.instant_time for lf in files_slice.log_files] == [t]
