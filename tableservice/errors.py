@@ -124,6 +124,10 @@ class UnsupportedTableError(PermanentError):
     """The table uses a version or feature this project does not handle."""
 
 
+class MetadataOutOfStepError(PermanentError):
+    """The metadata table does not hold what storage and the timeline say it should (`table verify`)."""
+
+
 class InvalidTimelineError(PermanentError):
     """The timeline holds an instant that cannot be parsed or a transition that is not allowed."""
 

@@ -1,4 +1,4 @@
-"""`tableservice table show|read`: look at a Hudi table the way the daemon sees it."""
+"""`tableservice table show|read|verify`: look at a Hudi table the way the daemon sees it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tableservice.hudi.file_group.merge import merge_config_from_properties
+from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.fs_view import FileGroup
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import ReadOptions, iter_read, read_schema
@@ -42,6 +43,14 @@ def register(sub: Any) -> None:
     rd.add_argument("--out", help="write the rows to this Parquet file instead of printing them")
     rd.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
     rd.set_defaults(handler=cmd_read)
+    vf = tsub.add_parser(
+        "verify",
+        help="rebuild what the metadata table should hold from storage and the timeline, print the differences "
+        "(exit 1 when there are any)",
+    )
+    vf.add_argument("uri")
+    vf.add_argument("--json", action="store_true", help="print JSON")
+    vf.set_defaults(handler=cmd_verify)
 
 
 def _instant_json(i: Instant) -> dict[str, Any]:
@@ -168,6 +177,28 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         _print_text(info)
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    table = HudiTable.open(Storage(), args.uri)
+    timeline = table.timeline()
+    partitions = list(table.config.metadata_partitions)
+    differences = verify_metadata_table(table, timeline) if partitions else []
+    if args.json:
+        rows = [
+            {"metadata_partition": d.metadata_partition, "partition": d.partition, "item": d.item, "problem": d.problem}
+            for d in differences
+        ]
+        json.dump({"table": table.name, "metadata_partitions": partitions, "differences": rows}, sys.stdout, indent=2)
+        print()
+    elif not partitions:
+        print(f"{table.name}: no metadata table (hoodie.table.metadata.partitions is empty)")
+    else:
+        for d in differences:
+            print(d)
+        verdict = f"{len(differences)} differences" if differences else "in step"
+        print(f"{table.name}: metadata table ({', '.join(partitions)}) {verdict}")
+    return 1 if differences else 0
 
 
 def _filters(values: list[str]) -> tuple[tuple[str, str, str], ...]:

@@ -20,6 +20,7 @@ from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.planning.keyed_policy import HudiKeyedPolicy
+from tableservice.planning.metadata.policy import MetadataPolicy
 
 HudiValue = str | int | float | bool
 """A value of a Hudi key as YAML gives it (Hudi's own properties files hold the same values as strings)."""
@@ -102,6 +103,7 @@ def _model_validator(
 
 
 _PLANNING_MODELS: dict[str, type[HudiKeyedPolicy]] = {
+    "metadata": MetadataPolicy,
     "clean": CleanPolicy,
     "archival": ArchivalPolicy,
     "compaction": CompactionPolicy,
@@ -117,6 +119,7 @@ _BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
     "compaction": _model_validator(CompactionPolicy, _COMPACTION_SWITCH),
     "clustering": _model_validator(ClusteringPolicy, _CLUSTERING_SWITCH),
     "failed_writes": (_validate_failed_writes, _failed_writes_keys),
+    "metadata": _model_validator(MetadataPolicy, None),
 }
 _RENAMED: dict[str, str] = {
     _COMPACTION_SWITCH: "set `schedule` (or `enabled`) in this section instead",
@@ -350,6 +353,21 @@ class ArchivalPolicySettings(ServicePolicy):
         return ArchivalPolicy.from_mapping(values)
 
 
+class MetadataPolicySettings(ServicePolicy):
+    """`metadata`: keep the metadata table (`.hoodie/metadata`) of version 8 and 9 tables compacted, cleaned and
+    archived (`hoodie.metadata.*` keys), and check it after each action when asked. Every commit the daemon makes
+    updates the metadata table whatever this section says: a table's readers depend on it."""
+
+    service: ClassVar[str] = "metadata"
+
+    verify_after_action: bool = False
+    """After each action on a table with a metadata table, compare the metadata table with storage (what
+    `tableservice table verify` does) and mark the table degraded when they differ."""
+
+    def policy(self) -> MetadataPolicy:
+        return MetadataPolicy.from_mapping(self.hudi_options())
+
+
 _PLANNED_SERVICES: tuple[str, ...] = ()
 
 
@@ -366,6 +384,7 @@ class PolicySet(BaseModel):
     clean: CleanPolicySettings = CleanPolicySettings()
     archival: ArchivalPolicySettings = ArchivalPolicySettings()
     failed_writes: FailedWritesPolicySettings = FailedWritesPolicySettings()
+    metadata: MetadataPolicySettings = MetadataPolicySettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -116,6 +116,10 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         failed_writes=ServiceSettings(
             FailedWritesSettings(FailedWritesPolicy(policy), interval_ms, misses), schedule=False
         ),
+        metadata=ServiceSettings(
+            policies.metadata.policy(), schedule=policies.metadata.enabled, execute=policies.metadata.enabled
+        ),
+        verify_metadata_after_action=policies.metadata.verify_after_action,
         # Twice Hudi's wait: long enough to take over from a holder whose lease ran out (DynamoDB).
         lock_timeout_s=2 * config.effective_locks(entry).wait_time_ms / 1000,
         permanent_failure_hold_s=config.service.retry.quarantine_seconds,

@@ -15,10 +15,12 @@ from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
+from tableservice.planning.metadata.policy import MetadataPolicy
 from tableservice.service.archival import ArchivalService
 from tableservice.service.clean import CleanService
 from tableservice.service.clustering import ClusteringResult, ClusteringService
 from tableservice.service.compaction import CompactionResult, CompactionService
+from tableservice.service.metadata import MetadataService
 from tableservice.service.protocol import Outcome, ServiceSettings, TableService
 from tableservice.service.rollback import FailedWritesSettings, RollbackService
 
@@ -38,6 +40,9 @@ class TableSettings:
     failed_writes: ServiceSettings[FailedWritesSettings] = field(
         default_factory=lambda: ServiceSettings(FailedWritesSettings(), schedule=False)
     )
+    metadata: ServiceSettings[MetadataPolicy] = field(default_factory=lambda: ServiceSettings(MetadataPolicy()))
+    # Compare the metadata table with storage after each action (`metadata.verify_after_action`).
+    verify_metadata_after_action: bool = False
     lock_timeout_s: float = 60.0
     # An action that failed permanently (corrupt file, bad plan) is not retried for this long.
     permanent_failure_hold_s: float = 3600.0
@@ -54,6 +59,7 @@ class TableSettings:
             ClusteringService(self.clustering),
             CleanService(self.clean),
             ArchivalService(self.archival),
+            MetadataService(self.metadata),
         ]
 
 

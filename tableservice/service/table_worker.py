@@ -19,9 +19,11 @@ from tableservice.errors import (
     InstantNotPendingError,
     LeaseHeldError,
     LockError,
+    MetadataOutOfStepError,
     TableServiceError,
 )
 from tableservice.executors.spark import SparkExecutor, job_tag
+from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
@@ -392,6 +394,8 @@ class TableWorker:
         if outcome is None:
             return
         result.record(outcome)
+        if self.settings.verify_metadata_after_action and ctx.table.config.has_metadata_table:
+            self._guarded("metadata_verify", t, result, lambda: verify_in_step(ctx.table))
         if self.metrics is not None and (outcome.bytes_read or outcome.bytes_written or outcome.records_written):
             self.metrics.record_io(
                 self.label,
@@ -401,3 +405,14 @@ class TableWorker:
                 records_written=outcome.records_written,
                 log_files_compacted=outcome.log_files_compacted,
             )
+
+
+def verify_in_step(table: HudiTable) -> None:
+    """Raise MetadataOutOfStepError when the table's metadata table differs from storage (`metadata` section's
+    `verify_after_action`)."""
+    differences = verify_metadata_table(table, table.reload())
+    if differences:
+        shown = "; ".join(str(d) for d in differences[:5])
+        raise MetadataOutOfStepError(
+            f"metadata table differs from storage in {len(differences)} places: {shown}", table=table.name
+        )

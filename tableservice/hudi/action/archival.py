@@ -24,8 +24,9 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.action.commit import Change, ChangeKind, Held, LockFactory, commit
+from tableservice.hudi.metadata.archival import before_bound, data_archival_bound
+from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.archive import (
@@ -67,11 +68,13 @@ def archive(
     table: HudiTable, policy: ArchivalSelection, *, lock: LockFactory | None = None, lease: Held | None = None
 ) -> list[Instant]:
     """Archive what `policy` selects on the reloaded timeline; returns the archived instants, oldest first."""
-    if table.config.has_metadata_table:
-        raise UnsupportedTableError("archival of tables with a metadata table is not supported", table=table.name)
 
     def write(timeline: Timeline, _: Change) -> list[Instant]:
         instants = sorted(policy.instants_to_archive(table, timeline), key=lambda i: (i.requested_time, i.sort_key))
+        if table.config.has_metadata_table:  # see tableservice.hudi.metadata.archival
+            mdt = MetadataTable.open(table, timeline)
+            bound = data_archival_bound(mdt.mdt_timeline) if mdt is not None else ""
+            instants = before_bound(instants, bound, by_completion=True)
         if not instants:
             return []
         stored = archived_in_newest_files(table, instants)

@@ -14,16 +14,19 @@ one before it, and the next attempt deletes the partial base files and runs the 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
 import time
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import fastavro
 
+from tableservice.errors import AlreadyExistsError
+from tableservice.hudi.file_group.filenames import PARTITION_METADATA_FILE
 from tableservice.hudi.metadata.delta_commit import writer_schema
 from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
 from tableservice.hudi.metadata.reader import MetadataTable
@@ -38,6 +41,7 @@ from tableservice.hudi.models import (
     encode_compaction_plan,
 )
 from tableservice.hudi.table.fs_view import FileSlice, partition_location
+from tableservice.hudi.table.properties import format_properties
 from tableservice.hudi.timeline.instant import Action, Instant, State, format_instant_time, parse_instant_time
 from tableservice.storage import join
 
@@ -200,6 +204,7 @@ def _compact_one(mdt: MetadataTable, source: FileSlice, t: str, schema_json: str
     location = join(folder, name)
     mdt.mdt.storage.delete(location)  # an earlier attempt's partial file
     mdt.mdt.storage.write_bytes(location, data)
+    _ensure_partition_metadata(mdt, folder, t)
     return HoodieWriteStat(
         file_id=source.file_id,
         path=f"{source.partition_path}/{name}",
@@ -214,6 +219,17 @@ def _compact_one(mdt: MetadataTable, source: FileSlice, t: str, schema_json: str
         file_size_in_bytes=len(data),
         total_log_files=len(source.log_files),
     )
+
+
+def _ensure_partition_metadata(mdt: MetadataTable, folder: str, t: str) -> None:
+    """Partitions that never received a record lack `.hoodie_partition_metadata`; a base file gives them one."""
+    location = join(folder, PARTITION_METADATA_FILE)
+    if mdt.mdt.storage.exists(location):
+        return
+    stamp = datetime.now(UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
+    text = format_properties({"commitTime": t, "partitionDepth": "1"}, ["partition metadata", stamp])
+    with contextlib.suppress(AlreadyExistsError):
+        mdt.mdt.storage.create_if_absent(location, text.encode("latin-1"))
 
 
 def _pruned(record: RawRecord) -> RawRecord:

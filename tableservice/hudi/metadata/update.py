@@ -26,7 +26,6 @@ import pyarrow.parquet as pq
 from tableservice.errors import CorruptFileError, UnsupportedTableError
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.hudi.metadata import column_stats as cs
-from tableservice.hudi.metadata.compaction import compact_metadata_table
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
@@ -36,7 +35,6 @@ from tableservice.hudi.metadata.keys import (
     partition_key,
     partition_stats_key,
 )
-from tableservice.hudi.metadata.options import MetadataOptions
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.records import (
     bloom_filter_record,
@@ -109,20 +107,7 @@ def sync_metadata_table(
         return None  # savepoints and the like change no file
     if instant.action is Action.DELTA_COMMIT and table.config.version < 8:
         raise UnsupportedTableError("writing table version 6 metadata tables is not supported", table=table.name)
-    done = write_delta_commit(mdt, t, records)
-    options = table.metadata_options if isinstance(table.metadata_options, MetadataOptions) else MetadataOptions()
-    if options.maintain:
-        maintain_metadata_table(table, timeline, options)
-    return done
-
-
-def maintain_metadata_table(table: HudiTable, timeline: Timeline, options: MetadataOptions) -> None:
-    """The metadata table's own services after a delta commit: compaction when due (under the data table's lock;
-    the data table's timeline as of the caller's snapshot decides which blocks are valid)."""
-    mdt = MetadataTable.open(table, timeline)
-    if mdt is None:
-        return
-    compact_metadata_table(mdt, options.compact_max_delta_commits)
+    return write_delta_commit(mdt, t, records)
 
 
 def _new_files(stats: Iterable[HoodieWriteStat]) -> list[NewFile]:

@@ -87,7 +87,6 @@ class HudiTable:
         self._config_mark: int | None = None  # the timeline as it was when the config was read
         self._config_read_at = time.monotonic()
         self.list_through_metadata = True
-        self.metadata_options: Any = None  # MetadataOptions, set by the daemon from the table's `metadata` policy
 
     @classmethod
     def open(cls, storage: Storage, base_path: str) -> HudiTable:

@@ -1,0 +1,1 @@
+"""Planning the metadata table's own services: its policy (Hudi's `hoodie.metadata.*` keys)."""
