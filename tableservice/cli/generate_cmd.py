@@ -6,7 +6,9 @@ import argparse
 import time
 from typing import Any
 
+from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import MergeModeName, TableSpec, create_table
@@ -39,6 +41,13 @@ def register(sub: Any) -> None:
     gen.add_argument("--max-file-records", type=int, default=500_000, help="records per new base file")
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--name", default="trips")
+    gen.add_argument(
+        "--metadata",
+        default="",
+        metavar="PARTITIONS",
+        help="create a metadata table with these partitions (comma-separated: files, column_stats, partition_stats, "
+        "record_index; table versions 8 and 9) and keep it in step with every commit",
+    )
     gen.set_defaults(handler=cmd_generate)
 
 
@@ -55,6 +64,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         merge_mode=MergeModeName(args.merge_mode),
     )
     create_table(storage, args.uri, spec)
+    partitions = [p.strip() for p in args.metadata.split(",") if p.strip()]
+    if partitions:
+        built = initialize_metadata_table(HudiTable.open(storage, args.uri), partitions)
+        print(f"metadata table with {', '.join(built)}")
     client = WriteClient(
         storage, args.uri, options=WriteOptions(log_block_format=args.log_block, max_file_records=args.max_file_records)
     )

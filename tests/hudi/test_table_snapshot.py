@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tableservice.errors import InvalidTableConfigError
-from tableservice.hudi.table.config import TableConfig, load_table_config, store_table_config
+from tableservice.hudi.metadata.initialize import initialize_metadata_table
+from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
@@ -95,11 +95,8 @@ def test_idle_polls_list_once_and_leave_hoodie_properties_alone(tmp_path: Path) 
 
 
 def _enable_metadata_table(path: str) -> None:
-    storage = Storage()
-    config = load_table_config(storage, path)
-    props = dict(config.properties)
-    props["hoodie.table.metadata.partitions"] = "files"
-    store_table_config(storage, path, TableConfig(props, path=config.path))
+    """What a writer with `hoodie.metadata.enable=true` does to a table without one: build the `files` partition."""
+    initialize_metadata_table(HudiTable.open(Storage(), path), ["files"])
 
 
 def test_a_writer_enabling_the_metadata_table_is_noticed_without_a_restart(tmp_path: Path) -> None:
@@ -113,28 +110,27 @@ def test_a_writer_enabling_the_metadata_table_is_noticed_without_a_restart(tmp_p
     client.apply(next(iter(Workload(20, 1, 0.0, 0.0, partitions=2, seed=3).steps())))
     _enable_metadata_table(path)
     worker.poll()
-    assert worker.table.config.has_metadata_table
-    assert worker.status.health.startswith("unsupported")
-    assert not worker.needs_pass()
-    text = metrics.render()[0].decode()
-    assert 'tableservice_table_unsupported{reason="metadata_table",table="t"} 1.0' in text
+    assert worker.table.config.metadata_partitions == ("files",)
+    assert not worker.status.health.startswith("unsupported")  # kept in step from now on
+    assert "metadata" in [svc.name for svc in worker.services() if svc.applies(worker.table.snapshot())]
 
 
 @pytest.mark.spark
 @pytest.mark.oracle
-def test_a_metadata_table_enabled_while_a_compaction_runs_leaves_it_uncommitted(
-    tmp_path: Path, spark_executor: Any
-) -> None:
+def test_a_metadata_table_enabled_while_a_compaction_runs_is_kept_in_step(tmp_path: Path, spark_executor: Any) -> None:
     path, ctx, scheduled = with_pending_compaction(tmp_path / "t", spark_executor, records=200, commits=3)
     # While the plan waits, a writer commits and enables the metadata table beside it.
     client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=60))
     client.apply(next(iter(Workload(20, 1, 0.0, 0.0, partitions=2, seed=5).steps())))
     after_write = hudi_read(path)
     _enable_metadata_table(path)
-    # The properties now name a metadata table that does not exist: nothing may be committed.
-    with pytest.raises(InvalidTableConfigError, match="metadata table is missing"):
-        execute_compaction(ctx, scheduled.requested_time)
-    fresh = HudiTable.open(Storage(), path).timeline()
-    pending = fresh.get(scheduled.requested_time, Action.COMPACTION)
-    assert pending is not None and not pending.is_completed
-    assert_same_rows(hudi_read(path), after_write)
+    # The commit path reads hoodie.properties again under the lock: the compaction's files reach the new metadata
+    # table before the compaction completes.
+    execute_compaction(ctx, scheduled.requested_time)
+    table = HudiTable.open(Storage(), path)
+    done = table.timeline().get(scheduled.requested_time, Action.COMPACTION)
+    assert done is not None and done.is_completed
+    assert verify_metadata_table(table) == []
+    assert_same_rows(
+        hudi_read(path).drop_columns(["_hoodie_file_name"]), after_write.drop_columns(["_hoodie_file_name"])
+    )

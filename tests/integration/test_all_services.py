@@ -15,6 +15,8 @@ import pytest
 
 from tableservice.config import load_config
 from tableservice.errors import ConflictError
+from tableservice.hudi.metadata.initialize import initialize_metadata_table
+from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
@@ -23,17 +25,21 @@ from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.service.daemon import Daemon
 from tableservice.storage import Storage
-from tests.support.oracle import assert_same_rows, hudi_read
+from tests.support.oracle import assert_same_rows, hudi_read, listing_view
 from tests.support.table_model import TableModel, table_rows
 from tests.support.trip_tables import create_trip_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]
 
 
-@pytest.mark.parametrize("version", [6, 9])
-def test_every_service_beside_a_writer(version: int, tmp_path: Path, spark_executor: Any) -> None:
+@pytest.mark.parametrize(("version", "metadata"), [(6, False), (9, False), (9, True)])
+def test_every_service_beside_a_writer(version: int, metadata: bool, tmp_path: Path, spark_executor: Any) -> None:
     path = str(tmp_path / "t")
     create_trip_table(path, version, TableType.MERGE_ON_READ)
+    if metadata:  # every partition, kept in step by the writer and by each action of the daemon
+        initialize_metadata_table(
+            HudiTable.open(Storage(), path), ("files", "column_stats", "partition_stats", "record_index")
+        )
     steps = list(Workload(1200, 13, 0.1, 0.01, partitions=2, seed=5).steps())
     model = TableModel("uuid", "city", "ts", event_time=True)
     lock = InProcessLockProvider().table_lock("t", path)
@@ -61,6 +67,10 @@ defaults:
   archival:
     hoodie.keep.min.commits: 6
     hoodie.keep.max.commits: 8
+  metadata:
+    verify_after_action: true
+    hoodie.metadata.compact.max.delta.commits: 4
+    hoodie.metadata.cleaner.commits.retained: 3
 tables:
   - uri: {path}
 """)
@@ -121,8 +131,12 @@ tables:
         for line in daemon.metrics.render()[0].decode().splitlines()
         if line.startswith("tableservice_actions_completed_total{")
     }
-    for action in ("compaction", "clustering", "clean", "archival"):
+    for action in ("compaction", "clustering", "clean", "archival", *(("metadata",) if metadata else ())):
         assert completed.get(f'action="{action}"', 0) >= 1, f"the daemon completed no {action}: {completed}"
+    if metadata:
+        assert [str(d) for d in verify_metadata_table(table, timeline)] == []
+        assert_same_rows(hudi_read(path), hudi_read(str(listing_view(path, tmp_path / "view"))))
+        assert completed.get('action="metadata_verify"', 0) >= 4  # after each of the daemon's actions
     replaces = [i for i in timeline.completed() if i.action in (Action.CLUSTERING, Action.REPLACE_COMMIT)]
     assert all(table.is_clustering(i) for i in replaces)  # the writer never overwrites: replaces are clusterings
     from tableservice.planning.archival import ArchivalPolicy, plan_archival

@@ -10,21 +10,29 @@ import pytest
 
 from tableservice.hudi.action.clean import execute_clean, schedule_clean
 from tableservice.hudi.metadata.compaction import DEFAULT_MAX_DELTA_COMMITS, metadata_compaction_due
+from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.verify import verify_metadata_table
+from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Instant
+from tableservice.hudi.write.client import WriteClient, WriteOptions
+from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.clean.plan import CleanPlanner
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
+from tableservice.planning.metadata.policy import MetadataPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.clustering import execute_clustering, schedule_clustering
 from tableservice.service.compaction import execute_compaction, schedule_compaction
+from tableservice.service.metadata import maintain_metadata_table
 from tableservice.storage import Storage
 from tests.support.fixtures import fixture_table, metadata_fixture_names
 from tests.support.oracle import assert_same_rows, hudi_read, listing_view
+from tests.support.table_model import TableModel, table_rows
+from tests.support.trip_tables import create_trip_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]
 NAMES = metadata_fixture_names() or ["none"]
@@ -105,3 +113,56 @@ def test_services_keep_the_metadata_table_in_step(name: str, tmp_path: Path, spa
     mdt = MetadataTable.open(table, table.timeline())
     assert mdt is not None
     assert metadata_compaction_due(mdt).delta_commits < DEFAULT_MAX_DELTA_COMMITS
+
+
+@pytest.mark.parametrize(("version", "table_type"), [(9, "MERGE_ON_READ"), (8, "COPY_ON_WRITE")])
+def test_services_beside_a_writer_on_a_generated_table(
+    version: int, table_type: str, tmp_path: Path, spark_executor: Any
+) -> None:
+    storage = Storage()
+    path = str(tmp_path / "t")
+    create_trip_table(path, version, TableType(table_type), storage=storage)
+    initialize_metadata_table(
+        HudiTable.open(storage, path), ("files", "column_stats", "partition_stats", "record_index")
+    )
+    client = WriteClient(storage, path, options=WriteOptions(max_file_records=50))
+    policy = ClusteringPolicy.from_mapping(
+        {
+            "tableservice.clustering.enabled": "true",
+            "hoodie.clustering.plan.strategy.small.file.limit": str(1 << 30),
+            "hoodie.clustering.plan.strategy.target.file.max.bytes": str(1 << 31),
+        }
+    )
+    cleaner = CleanPlanner(CleanPolicy.from_mapping({"hoodie.cleaner.commits.retained": "2"}))
+    maintenance = MetadataPolicy(compact_max_delta_commits=3, cleaner_commits_retained=2)
+    ran: list[str] = []
+    model = TableModel("uuid", "city", "ts", event_time=True)
+    for i, step in enumerate(Workload(300, 8, 0.3, 0.05, partitions=2, seed=3).steps()):
+        client.apply(step)
+        model.upsert(step.records)
+        if step.deletes is not None:
+            model.delete(step.deletes)
+        if i % 3 == 1 and table_type == "MERGE_ON_READ":
+            compaction = schedule_compaction(_ctx(path, spark_executor), CompactionPolicy(), force=True)
+            if compaction is not None:
+                execute_compaction(_ctx(path, spark_executor), compaction.requested_time)
+                ran.append("compaction")
+        if i % 3 == 2:
+            clustering = schedule_clustering(_ctx(path, spark_executor), policy, force=True)
+            if clustering is not None:
+                execute_clustering(_ctx(path, spark_executor), clustering.requested_time, policy)
+                ran.append("clustering")
+        table = HudiTable.open(storage, path)
+        clean = schedule_clean(table, cleaner, force=True)
+        if clean is not None:
+            execute_clean(table, clean)
+            ran.append("clean")
+        done = maintain_metadata_table(HudiTable.open(storage, path), maintenance)
+        if done.compaction is not None:
+            ran.append("metadata compaction")
+        table = HudiTable.open(storage, path)
+        assert [str(d) for d in verify_metadata_table(table)] == [], f"step {i}: {ran}"
+    rows = hudi_read(path)
+    assert_same_rows(rows, hudi_read(str(listing_view(path, tmp_path / "view"))))
+    assert table_rows(rows, TRIP_SCHEMA.names, "uuid", "city") == model.snapshot(TRIP_SCHEMA.names)
+    assert {"clustering", "clean", "metadata compaction"} <= set(ran), ran

@@ -43,7 +43,7 @@ from tableservice.hudi.models import (
 from tableservice.hudi.table.fs_view import FileSlice, partition_location
 from tableservice.hudi.table.properties import format_properties
 from tableservice.hudi.timeline.instant import Action, Instant, State, format_instant_time, parse_instant_time
-from tableservice.storage import join
+from tableservice.storage import Storage, join
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ def _compact_one(mdt: MetadataTable, source: FileSlice, t: str, schema_json: str
     location = join(folder, name)
     mdt.mdt.storage.delete(location)  # an earlier attempt's partial file
     mdt.mdt.storage.write_bytes(location, data)
-    _ensure_partition_metadata(mdt, folder, t)
+    ensure_partition_metadata(mdt.mdt.storage, folder, t)
     return HoodieWriteStat(
         file_id=source.file_id,
         path=f"{source.partition_path}/{name}",
@@ -221,15 +221,15 @@ def _compact_one(mdt: MetadataTable, source: FileSlice, t: str, schema_json: str
     )
 
 
-def _ensure_partition_metadata(mdt: MetadataTable, folder: str, t: str) -> None:
+def ensure_partition_metadata(storage: Storage, folder: str, t: str) -> None:
     """Partitions that never received a record lack `.hoodie_partition_metadata`; a base file gives them one."""
     location = join(folder, PARTITION_METADATA_FILE)
-    if mdt.mdt.storage.exists(location):
+    if storage.exists(location):
         return
     stamp = datetime.now(UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
     text = format_properties({"commitTime": t, "partitionDepth": "1"}, ["partition metadata", stamp])
     with contextlib.suppress(AlreadyExistsError):
-        mdt.mdt.storage.create_if_absent(location, text.encode("latin-1"))
+        storage.create_if_absent(location, text.encode("latin-1"))
 
 
 def _pruned(record: RawRecord) -> RawRecord:

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import logging
 import posixpath
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tableservice.errors import CorruptFileError, UnsupportedTableError
-from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.metadata import column_stats as cs
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.keys import (
@@ -36,17 +36,18 @@ from tableservice.hudi.metadata.keys import (
     partition_stats_key,
 )
 from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.record_index import IndexUpdate, clustering_updates, log_file_records, write_updates
 from tableservice.hudi.metadata.records import (
     bloom_filter_record,
     column_stats_record,
     combine_stats,
     files_record,
-    record_index_record,
 )
 from tableservice.hudi.metadata.rollback import rollback_metadata_instant
 from tableservice.hudi.models import (
     HoodieCleanMetadata,
     HoodieCommitMetadata,
+    HoodieReplaceCommitMetadata,
     HoodieRollbackMetadata,
     HoodieWriteStat,
     TimelineContent,
@@ -124,7 +125,7 @@ def _new_files(stats: Iterable[HoodieWriteStat]) -> list[NewFile]:
 def commit_records(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadata) -> list[MetadataRecord]:
     """Records for a commit that wrote files: compaction, clustering, or a writer's commit."""
     written = set(mdt.written_partitions)
-    stats = [s for group in (md.partition_to_write_stats or {}).values() for s in group]
+    stats = [s for group in (md.partition_to_write_stats or {}).values() for s in group if s.path]
     files = _new_files(stats)
     records: list[MetadataRecord] = []
     by_partition: dict[str, dict[str, tuple[int, bool]]] = defaultdict(dict)
@@ -144,8 +145,12 @@ def commit_records(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadat
     base_files = [f for f in files if f.is_base_file]
     if index is not None:
         per_partition: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for f in base_files:
-            payloads = cs.parquet_file_stats(_read(mdt, f), f.name, index)
+        for f in files:
+            location = join(partition_location(mdt.data.base_path, f.partition), f.name)
+            if f.is_base_file:
+                payloads = cs.parquet_file_stats(mdt.data.storage.read_bytes(location), f.name, index)
+            else:
+                payloads = cs.records_stats(log_data_records(mdt.data, location), f.name, index)
             per_partition[f.partition].extend(payloads)
             if COLUMN_STATS in written:
                 records.extend(
@@ -171,9 +176,35 @@ def commit_records(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadat
                         bloom_filter_record(kind, instant.requested_time, serialized, deleted=False),
                     )
                 )
-    if RECORD_INDEX in written and mdt.data.is_clustering(instant):
-        records.extend(_repointed_keys(mdt, instant, base_files))
+    if RECORD_INDEX in written:
+        records.extend(MetadataRecord(RECORD_INDEX, k, v) for k, v in _index_updates(mdt, instant, md, stats, files))
     return records
+
+
+def _index_updates(
+    mdt: MetadataTable,
+    instant: Instant,
+    md: HoodieCommitMetadata,
+    stats: Sequence[HoodieWriteStat],
+    files: Sequence[NewFile],
+) -> list[IndexUpdate]:
+    data = mdt.data
+    if instant.action is Action.COMPACTION or md.compacted:
+        return []
+    millis = int(
+        parse_instant_time(instant.requested_time, timeline_timezone(data.config.timezone_name)).timestamp() * 1000
+    )
+    if data.is_clustering(instant):
+        return clustering_updates(data, [(f.partition, f.name) for f in files if f.is_base_file], millis)
+    if isinstance(md, HoodieReplaceCommitMetadata) and md.partition_to_replace_file_ids:
+        raise UnsupportedTableError(
+            "a replace commit that is not a clustering (insert overwrite) on a table with a record index: the keys "
+            "of the replaced file groups cannot be removed yet",
+            table=data.name,
+        )
+    previous = {(f.partition, f.name): s.prev_commit for f, s in zip(files, stats, strict=True)}
+    written = [(f.partition, f.name, previous.get((f.partition, f.name))) for f in files]
+    return write_updates(data, written, mdt.file_listing(), millis)
 
 
 def clean_records(mdt: MetadataTable, md: HoodieCleanMetadata) -> list[MetadataRecord]:
@@ -231,8 +262,10 @@ def partition_stats(payloads: Iterable[dict[str, Any]], partition: str) -> list[
     return out
 
 
-def _read(mdt: MetadataTable, f: NewFile) -> bytes:
-    return mdt.data.storage.read_bytes(join(partition_location(mdt.data.base_path, f.partition), f.name))
+def log_data_records(table: HudiTable, location: str) -> pa.Table:
+    """The data records a log file holds (its data blocks, in order; deletes left out)."""
+    parts = [rows for is_delete, rows in log_file_records(table, location) if not is_delete]
+    return pa.concat_tables(parts, promote_options="default") if parts else pa.table({})
 
 
 def stats_index(mdt: MetadataTable) -> cs.ColumnStatsIndex | None:
@@ -253,61 +286,3 @@ def _bloom_filter(mdt: MetadataTable, f: NewFile) -> tuple[str, bytes] | None:
         if key in meta:
             return meta.get(BLOOM_TYPE_KEY, b"SIMPLE").decode("utf-8"), meta[key]
     return None
-
-
-def _repointed_keys(mdt: MetadataTable, instant: Instant, base_files: Sequence[NewFile]) -> list[MetadataRecord]:
-    """Every key a clustering moved, pointing at its new file group (the instant as epoch milliseconds, read in
-    the table's timeline time zone)."""
-    tz = timeline_timezone(mdt.data.config.timezone_name)
-    millis = int(parse_instant_time(instant.requested_time, tz).timestamp() * 1000)
-    out = []
-    for f in base_files:
-        parsed = parse_base_file_name(f.name) or parse_log_file_name(f.name)
-        if parsed is None:
-            continue
-        location = join(partition_location(mdt.data.base_path, f.partition), f.name)
-        try:
-            keys = pq.read_table(mdt.data.storage.open_input_file(location), columns=["_hoodie_record_key"])
-        except (OSError, KeyError) as e:
-            raise CorruptFileError(f"cannot read record keys: {e}", table=mdt.data.name, path=location) from e
-        value = record_location(f.partition, parsed.file_id, millis)
-        for key in keys.column(0).to_pylist():
-            if key is not None:
-                out.append(MetadataRecord(RECORD_INDEX, key, record_index_record(value)))
-    return out
-
-
-def record_location(partition: str, file_id: str, instant_ms: int) -> dict[str, Any]:
-    """A record-index value: encoding 0 (UUID halves and index) when the file id is `<uuid>-<n>`, else 1."""
-    head, _, tail = file_id.rpartition("-")
-    try:
-        u = uuid.UUID(head)
-        index = int(tail)
-    except ValueError:
-        u, index = None, -1
-    if u is not None and index >= 0:
-        high, low = u.int >> 64, u.int & ((1 << 64) - 1)
-        return {
-            "partitionName": partition,
-            "fileIdHighBits": _signed(high),
-            "fileIdLowBits": _signed(low),
-            "fileIndex": index,
-            "fileId": "",
-            "instantTime": instant_ms,
-            "fileIdEncoding": 0,
-            "position": None,
-        }
-    return {
-        "partitionName": partition,
-        "fileIdHighBits": None,
-        "fileIdLowBits": None,
-        "fileIndex": None,
-        "fileId": file_id,
-        "instantTime": instant_ms,
-        "fileIdEncoding": 1,
-        "position": None,
-    }
-
-
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v

@@ -31,8 +31,9 @@ from tableservice.hudi.metadata.keys import (
     partition_key,
 )
 from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.record_index import location as record_location
 from tableservice.hudi.metadata.records import live_files
-from tableservice.hudi.metadata.update import record_location, stats_index
+from tableservice.hudi.metadata.update import stats_index
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import ReadOptions, iter_read
 from tableservice.hudi.timeline.active import Timeline

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import ConflictError, PermanentError
+from tableservice.hudi.action.commit import Change, ChangeKind, update_metadata_table
 from tableservice.hudi.action.conflicts import check_write
 from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.file_group.filenames import make_write_token, new_file_id
@@ -128,8 +129,6 @@ class WriteClient:
     ) -> WriteResult:
         table = HudiTable.open(self.storage, self.base_path)
         config = table.config
-        if config.has_metadata_table:
-            raise PermanentError("tables with a metadata table are not written by this client", table=config.name)
         data_schema = table.latest_schema()
         if data_schema is None:
             raise PermanentError("the table has no schema", table=config.name)
@@ -198,6 +197,8 @@ class WriteClient:
                         pending_at_start=pending_at_start,
                         allow_updates_under_clustering=self.options.allow_updates_under_clustering,
                     )
+                    # the metadata table first (Hudi's writers do the same), then the data instant
+                    update_metadata_table(table, latest, Change(ChangeKind.COMPLETE, instant, metadata=metadata))
                     table.active.transition_to_completed(
                         instant, encode_commit_metadata(metadata, table_version=config.version), timeline=latest
                     )

@@ -1,0 +1,293 @@
+"""Creating a metadata table, or a partition of it, from the table as it is (HUDI-MDT-NOTES §8.1).
+
+Per partition, in order (`files` first): the initialisation instant is the first unused of `00000000000000000`,
+`...001`, ...; every file group gets its empty initial log file (a delete block with no keys); the records built
+from the table's committed files go, routed and sorted, into one base HFile per file group that receives any;
+the metadata delta commit completes; then the partition is added to `hoodie.table.metadata.partitions`. Call
+under the table lock, with no write pending (its files would be left out). Table versions 8 and 9.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+
+import fastavro
+
+from tableservice.errors import InvalidTableConfigError, UnsupportedTableError
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.file_group.log_format import HeaderKey
+from tableservice.hudi.file_group.log_format.writer import append_log_blocks, encode_delete_block
+from tableservice.hudi.metadata import column_stats as cs
+from tableservice.hudi.metadata.compaction import ensure_partition_metadata
+from tableservice.hudi.metadata.delta_commit import MetadataRecord
+from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
+from tableservice.hudi.metadata.keys import (
+    ALL_PARTITIONS_KEY,
+    MetadataPartition,
+    column_stats_key,
+    file_group_id,
+    file_group_index,
+    partition_key,
+    partition_stats_key,
+)
+from tableservice.hudi.metadata.reader import metadata_table_path
+from tableservice.hudi.metadata.record_index import location as record_location
+from tableservice.hudi.metadata.records import column_stats_record, files_record, record_index_record
+from tableservice.hudi.metadata.schema import metadata_record_schema_json
+from tableservice.hudi.metadata.update import log_data_records, partition_stats
+from tableservice.hudi.metadata.verify import expected_files
+from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
+from tableservice.hudi.table import config as tc
+from tableservice.hudi.table.config import TableConfig, store_table_config
+from tableservice.hudi.table.fs_view import partition_location
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, iter_read, read_schema
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.hudi.timeline.instant import Action, parse_instant_time
+from tableservice.storage import join
+
+log = logging.getLogger(__name__)
+
+FILES = MetadataPartition.FILES.value
+COLUMN_STATS = MetadataPartition.COLUMN_STATS.value
+PARTITION_STATS = MetadataPartition.PARTITION_STATS.value
+RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
+SUPPORTED = (FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX)
+FILE_GROUPS = {FILES: 1, COLUMN_STATS: 2, PARTITION_STATS: 1}
+RECORD_INDEX_MIN_GROUPS, RECORD_INDEX_MAX_GROUPS = 10, 10000
+RECORDS_PER_RECORD_INDEX_GROUP = 1_000_000
+WRITE_TOKEN = "0-0-0"
+
+
+def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tuple[str, ...]:
+    """Create the metadata table (when absent) and build `partitions` not built yet; returns the partitions now
+    listed in `hoodie.table.metadata.partitions`."""
+    config = table.config
+    if config.version < 8:
+        raise UnsupportedTableError("creating a table version 6 metadata table is not supported", table=table.name)
+    unknown = [p for p in partitions if p not in SUPPORTED]
+    if unknown:
+        raise InvalidTableConfigError(
+            f"cannot build metadata partitions {unknown}: supported are {', '.join(SUPPORTED)}", table=table.name
+        )
+    timeline = table.reload()
+    if timeline.pending_of(Action.DELTA_COMMIT) or timeline.pending_of(Action.COMMIT):
+        raise InvalidTableConfigError("a write is pending: build the metadata table once it ends", table=table.name)
+    built = list(config.metadata_partitions)
+    todo = [p for p in SUPPORTED if p in partitions and p not in built]
+    if FILES not in built and FILES not in todo and todo:
+        todo.insert(0, FILES)
+    if not todo:
+        return tuple(built)
+    path = metadata_table_path(table.base_path)
+    mdt = _open_or_create(table, path, fresh=not built)
+    for partition in todo:
+        instant = _init_instant(mdt.timeline())
+        records = _records(table, timeline, partition, instant)
+        groups = _file_groups(partition, len(records))
+        _write_partition(table, mdt, partition, instant, groups, records)
+        built.append(partition)
+        store_table_config(
+            table.storage,
+            table.base_path,
+            table.config.with_updates({tc.METADATA_PARTITIONS: ",".join(sorted(built))}),
+        )
+        table.reload()
+        log.info(
+            "metadata table: built %s (%d records in %d file groups)",
+            partition,
+            len(records),
+            groups,
+            extra={"table": table.name, "instant": instant},
+        )
+    return tuple(sorted(built))
+
+
+def _open_or_create(table: HudiTable, path: str, *, fresh: bool) -> HudiTable:
+    storage = table.storage
+    props = join(path, ".hoodie", tc.PROPERTIES_FILE)
+    if storage.exists(props) and not fresh:
+        return HudiTable.open(storage, path)
+    if storage.exists(path):
+        storage.delete_dir(path)  # a metadata table no reader uses (no partition listed): rebuilt from scratch
+    name = f"{table.config.name}_metadata"
+    version = str(table.config.version)
+    properties = {
+        tc.NAME: name,
+        tc.TYPE: "MERGE_ON_READ",
+        tc.VERSION: version,
+        tc.INITIAL_VERSION: version,
+        tc.LAYOUT_VERSION: "2",
+        tc.TIMELINE_PATH: "timeline",
+        tc.HISTORY_PATH: "history",
+        tc.ARCHIVELOG_FOLDER: "history",
+        tc.RECORD_KEY_FIELDS: "key",
+        "hoodie.populate.meta.fields": "false",
+        tc.KEYGEN_TYPE: "HOODIE_TABLE_METADATA",
+        tc.PAYLOAD_CLASS: "org.apache.hudi.metadata.HoodieMetadataPayload",
+        tc.MERGE_MODE: "CUSTOM",
+        tc.MERGE_STRATEGY_ID: "00000000-0000-0000-0000-000000000000",
+        tc.DROP_PARTITION_COLUMNS: "false",
+        tc.BASE_FILE_FORMAT: "HFILE",
+        tc.CHECKSUM: str(tc.table_checksum("", name)),
+    }
+    config = TableConfig(properties, path=props)
+    for folder in (config.timeline_folder, config.history_folder):
+        storage.mkdirs(join(path, folder))
+    store_table_config(storage, path, config)
+    return HudiTable.open(storage, path)
+
+
+def _init_instant(mdt_timeline: Timeline) -> str:
+    used = {i.requested_time for i in mdt_timeline}
+    n = 0
+    while f"{n:017d}" in used:
+        n += 1
+    return f"{n:017d}"
+
+
+def _file_groups(partition: str, records: int) -> int:
+    if partition == RECORD_INDEX:
+        wanted = -(-records // RECORDS_PER_RECORD_INDEX_GROUP)
+        return max(RECORD_INDEX_MIN_GROUPS, min(RECORD_INDEX_MAX_GROUPS, wanted))
+    return FILE_GROUPS[partition]
+
+
+def _records(table: HudiTable, timeline: Timeline, partition: str, instant: str) -> list[MetadataRecord]:
+    files = expected_files(table, timeline)
+    if partition == FILES:
+        out = [
+            MetadataRecord(
+                FILES,
+                ALL_PARTITIONS_KEY,
+                files_record({partition_key(p): (0, False) for p in files}, partition_list=True),
+            )
+        ]
+        out += [
+            MetadataRecord(FILES, partition_key(p), files_record({n: (s, False) for n, s in f.items()}))
+            for p, f in files.items()
+        ]
+        return out
+    if partition == RECORD_INDEX:
+        return _record_index(table, timeline)
+    index = cs.column_stats_index(table.storage, table.base_path, table.config.version, read_schema(table, timeline))
+    if index is None:
+        raise InvalidTableConfigError("no columns to index for column stats", table=table.name)
+    out = []
+    for p, names in sorted(files.items()):
+        payloads: list[dict[str, object]] = []
+        for name in sorted(names):
+            location = join(partition_location(table.base_path, p), name)
+            if name.startswith("."):
+                file_stats = cs.records_stats(log_data_records(table, location), name, index)
+            else:
+                file_stats = cs.parquet_file_stats(table.storage.read_bytes(location), name, index)
+            payloads.extend(file_stats)
+            if partition == COLUMN_STATS:
+                out += [
+                    MetadataRecord(
+                        COLUMN_STATS, column_stats_key(str(s["columnName"]), p, name), column_stats_record(s)
+                    )
+                    for s in file_stats
+                ]
+        if partition == PARTITION_STATS:
+            for s in partition_stats(payloads, partition_key(p)):  # type: ignore[arg-type]
+                out.append(
+                    MetadataRecord(
+                        PARTITION_STATS,
+                        partition_stats_key(s["columnName"], p),
+                        column_stats_record(s, partition_stats=True),
+                    )
+                )
+    return out
+
+
+def _record_index(table: HudiTable, timeline: Timeline) -> list[MetadataRecord]:
+    """Every key of the latest file slices, pointing at its file group, with the slice's base instant as the
+    instant (as Hudi does when it builds a record index from an existing table)."""
+    tz = table.active.tz
+    columns = ("_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name")
+    view = table.file_system_view(timeline=timeline, listing=table.list_storage_files())
+    base_instants = {(s.partition_path, s.file_id): s.base_instant_time for s in view.latest_slices()}
+    millis: dict[str, int] = {}
+    out: dict[str, MetadataRecord] = {}
+    for batch in iter_read(table, ReadOptions(columns=columns)):
+        keys, parts, names = (batch.column(c).to_pylist() for c in columns)
+        for key, part, name in zip(keys, parts, names, strict=True):
+            if key is None:
+                continue
+            partition = part or ""
+            parsed = parse_base_file_name(str(name)) or parse_log_file_name(str(name))
+            file_id = parsed.file_id if parsed is not None else str(name)
+            instant = base_instants.get((partition, file_id), "")
+            if instant not in millis:
+                millis[instant] = int(parse_instant_time(instant, tz).timestamp() * 1000) if instant else 0
+            value = record_index_record(record_location(partition, file_id, millis[instant]))
+            out[key] = MetadataRecord(RECORD_INDEX, key, value)
+    return list(out.values())
+
+
+def _write_partition(
+    table: HudiTable, mdt: HudiTable, partition: str, instant: str, groups: int, records: Sequence[MetadataRecord]
+) -> None:
+    storage = mdt.storage
+    schema_json = metadata_record_schema_json(table.config.version)
+    parsed = fastavro.parse_schema(json.loads(schema_json))
+    folder = partition_location(mdt.base_path, partition)
+    for name in [fi.location for fi in storage.list(folder)] if storage.exists(folder) else []:
+        storage.delete(name)  # leftovers of an attempt that did not complete
+    requested = mdt.active.create_requested(instant, Action.DELTA_COMMIT)
+    inflight = mdt.active.transition_to_inflight(requested)
+    by_group: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
+    for r in sorted(records, key=lambda r: r.key.encode("utf-8")):
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, r.value)
+        by_group[file_group_index(r.key, groups)].append((r.key.encode("utf-8"), buf.getvalue()))
+    stats: list[HoodieWriteStat] = []
+    layout = hfile_layout(table.config.version)
+    for i in range(groups):
+        fid = file_group_id(partition, i)
+        init_log = f".{fid}_{instant}.log.1_{WRITE_TOKEN}"
+        append_log_blocks(
+            storage,
+            join(folder, init_log),
+            [encode_delete_block([], {HeaderKey.INSTANT_TIME: instant})],
+            create_only=True,
+        )
+        cells = by_group.get(i)
+        if not cells:
+            continue
+        info = [(b"schema", schema_json.encode()), (b"minRecordKey", cells[0][0]), (b"maxRecordKey", cells[-1][0])]
+        data = write_hfile(cells, file_info=info, layout=layout)
+        name = f"{fid}_{WRITE_TOKEN}_{instant}.hfile"
+        storage.write_bytes(join(folder, name), data)
+        stats.append(
+            HoodieWriteStat(
+                file_id=fid,
+                path=f"{partition}/{name}",
+                prev_commit="null",
+                num_writes=len(cells),
+                num_inserts=len(cells),
+                num_deletes=0,
+                num_update_writes=0,
+                total_write_bytes=len(data),
+                total_write_errors=0,
+                partition_path=partition,
+                file_size_in_bytes=len(data),
+            )
+        )
+    ensure_partition_metadata(storage, folder, instant)
+    operation = "BULK_INSERT_PREPPED" if table.config.version >= 9 else "BULK_INSERT"
+    metadata = HoodieCommitMetadata(
+        partition_to_write_stats={partition: tuple(stats)},
+        compacted=False,
+        extra_metadata={"schema": schema_json},
+        operation_type=operation,
+    )
+    mdt.active.transition_to_completed(
+        inflight, encode_commit_metadata(metadata, table_version=table.config.version), timeline=mdt.reload()
+    )
