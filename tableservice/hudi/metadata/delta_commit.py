@@ -32,6 +32,7 @@ from tableservice.hudi.file_group.log_format.deletes import DeleteRecord
 from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
 from tableservice.hudi.metadata.keys import file_group_index, routes_by_value
 from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.schema import metadata_record_schema_json
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.timeline.instant import Action, Instant
@@ -156,10 +157,8 @@ def _route(mdt: MetadataTable, partition: str, key: str) -> str:
 def writer_schema(mdt: MetadataTable) -> str:
     """The `HoodieMetadataRecord` schema the table's own files were written with (readers resolve against it)."""
     found = mdt.writer_schema()
-    if found is None:
-        raise InvalidTableConfigError(
-            "no metadata-table file carries the record schema", table=mdt.data.name, path=mdt.mdt.base_path
-        )
+    if found is None:  # no base file yet: the schema of the table's version (same canonical form as Hudi's)
+        return metadata_record_schema_json(mdt.mdt.config.version)
     return found
 
 

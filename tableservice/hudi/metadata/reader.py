@@ -148,25 +148,36 @@ class MetadataTable:
             out[folder].append(fi)
         return dict(out)
 
+    def partition_listing(self, partition: str) -> list[FileInfo]:
+        """The files of one metadata partition (one listing of its folder; partitions hold no sub-folders)."""
+        folder = join(self.mdt.base_path, partition)
+        return [fi for fi in self.mdt.storage.list(folder) if not fi.is_dir]
+
     def file_slices(self, partition: str) -> list[FileSlice]:
-        """The latest file slices of one metadata partition, ordered by file id (file group index)."""
+        """The latest file slices of one metadata partition, ordered by file id (file group index). Reading one
+        partition (`files` for a listing) lists only its folder."""
         if self._slices is None:
-            view = self.mdt.file_system_view(timeline=self.mdt_timeline, listing=self.listing())
-            self._slices = {p: view.latest_merged_slices(p) for p in view.partitions()}
-        return sorted(self._slices.get(partition, []), key=lambda s: s.file_id)
+            self._slices = {}
+        if partition not in self._slices:
+            view = self.mdt.file_system_view(
+                timeline=self.mdt_timeline, listing={partition: self.partition_listing(partition)}
+            )
+            self._slices[partition] = view.latest_merged_slices(partition)
+        return sorted(self._slices[partition], key=lambda s: s.file_id)
 
     def writer_schema(self) -> str | None:
-        """The record schema (JSON text) of the newest metadata file that carries one."""
-        newest: tuple[str, str] | None = None
-        for partition in self.partitions:
-            for file_slice in self.file_slices(partition):
-                if file_slice.base_file is None:
-                    continue
-                hfile = read_hfile(self.mdt.storage.read_bytes(file_slice.base_file.location), path="")
-                text = hfile.file_info.get(b"schema")
-                if text and (newest is None or file_slice.base_instant_time > newest[0]):
-                    newest = (file_slice.base_instant_time, text.decode("utf-8"))
-        return newest[1] if newest else None
+        """The record schema (JSON text) the table's files were written with: from the `files` partition's base
+        file (small; every metadata table has one), else from the first other partition whose base file has one."""
+        ordered = sorted(self.partitions, key=lambda p: p != MetadataPartition.FILES.value)
+        for partition in ordered:
+            slices = [s for s in self.file_slices(partition) if s.base_file is not None]
+            for file_slice in sorted(slices, key=lambda s: s.base_instant_time, reverse=True):
+                assert file_slice.base_file is not None
+                location = file_slice.base_file.location
+                text = read_hfile(self.mdt.storage.read_bytes(location), path=location).file_info.get(b"schema")
+                if text:
+                    return text.decode("utf-8")
+        return None
 
     def read_partition(self, partition: str) -> dict[str, dict[str, Any]]:
         """Every live record of a metadata partition by key, merged oldest first by the partition's rule."""
