@@ -25,12 +25,14 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
 
 from tableservice.hudi.action import commit as commit_path
 from tableservice.hudi.metadata.initialize import initialize_metadata_table
+from tableservice.hudi.metadata.update import sync_metadata_table
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.schema import avro_schema_from_arrow
@@ -187,16 +189,14 @@ def run(moto: Moto, args: Any) -> int:
     from tableservice.service.compaction import execute_compaction, schedule_compaction
 
     spent: list[float] = []
-    real_sync = commit_path.sync_metadata_table
 
     def timed_sync(*a: Any, **kw: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return real_sync(*a, **kw)
+            return sync_metadata_table(*a, **kw)
         finally:
             spent.append(time.perf_counter() - t0)
 
-    commit_path.sync_metadata_table = timed_sync  # type: ignore[assignment]
     executor = SparkExecutor(SparkSettings(master="local[2]"))
     try:
         table = HudiTable.open(storage, uri)
@@ -208,11 +208,11 @@ def run(moto: Moto, args: Any) -> int:
         )
         instant = schedule_compaction(ctx, CompactionPolicy(), force=True)
         assert instant is not None
-        started = time.perf_counter()
-        result = execute_compaction(ctx, instant.requested_time)
-        total_s = time.perf_counter() - started
+        with mock.patch.object(commit_path, "sync_metadata_table", side_effect=timed_sync):
+            started = time.perf_counter()
+            result = execute_compaction(ctx, instant.requested_time)
+            total_s = time.perf_counter() - started
     finally:
-        commit_path.sync_metadata_table = real_sync
         executor.stop()
     update = sum(spent)
     print(
