@@ -11,13 +11,16 @@ from typing import Any
 
 import pytest
 
+from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.action.clean import execute_clean, schedule_clean
 from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.metadata.compaction import compact_metadata_table
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.records import files_record, live_files
+from tableservice.hudi.metadata.update import sync_metadata_table
 from tableservice.hudi.metadata.verify import verify_metadata_table
+from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import ActiveTimeline
 from tableservice.hudi.timeline.instant import Action, State, parse_instant_time
@@ -202,3 +205,20 @@ def test_metadata_compaction_leaves_a_pending_write_in_the_logs(tmp_path: Path) 
     assert after is not None
     (files_slice,) = after.file_slices("files")
     assert [lf.instant_time for lf in files_slice.log_files] == [t]
+
+
+def test_a_writer_commit_on_a_table_with_a_secondary_index_is_refused(tmp_path: Path) -> None:
+    path = _copy(V8, tmp_path)
+    table = HudiTable.open(Storage(), path)
+    assert any(p.startswith("secondary_index_") for p in table.config.metadata_partitions)
+    timeline = table.timeline()
+    t = table.active.new_instant_time(timeline)
+    instant = table.active.transition_to_inflight(table.active.create_requested(t, Action.DELTA_COMMIT))
+    stat = HoodieWriteStat(path="city=chennai/.x-0_1.log.1_0-0-0", partition_path="city=chennai", file_size_in_bytes=5)
+    content = HoodieCommitMetadata(
+        partition_to_write_stats={"city=chennai": (stat,)}, compacted=False, extra_metadata={}, operation_type="UPSERT"
+    )
+    with pytest.raises(UnsupportedTableError, match="secondary_index_rider_idx"):
+        sync_metadata_table(table, table.reload(), instant, content)
+    mdt = MetadataTable.open(table, table.reload())
+    assert mdt is not None and mdt.mdt_timeline.get(t) is None  # nothing written to the metadata table

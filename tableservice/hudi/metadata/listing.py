@@ -11,8 +11,9 @@ from tableservice.storage import FileInfo, join
 
 
 def lists_through_metadata(table: HudiTable) -> bool:
-    """Whether the table's `files` partition is built and readable."""
-    return MetadataPartition.FILES.value in table.config.metadata_partitions
+    """Whether the table's `files` partition is built and readable, on a table version whose metadata table the
+    daemon keeps in step (8 and 9; version 6 tables are listed from storage)."""
+    return table.config.version >= 8 and MetadataPartition.FILES.value in table.config.metadata_partitions
 
 
 def metadata_listing(table: HudiTable, timeline: Timeline) -> dict[str, list[FileInfo]]:

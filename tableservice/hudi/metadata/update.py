@@ -29,6 +29,8 @@ from tableservice.hudi.metadata import column_stats as cs
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
+    EXPRESSION_INDEX_PREFIX,
+    SECONDARY_INDEX_PREFIX,
     MetadataPartition,
     bloom_filter_key,
     column_stats_key,
@@ -95,6 +97,7 @@ def sync_metadata_table(
             )
         return None
     t = instant.requested_time
+    _check_supported_partitions(mdt, instant, content)
     if isinstance(content, HoodieRollbackMetadata):
         last = None
         for target in content.commits_rollback:
@@ -109,6 +112,22 @@ def sync_metadata_table(
     if instant.action is Action.DELTA_COMMIT and table.config.version < 8:
         raise UnsupportedTableError("writing table version 6 metadata tables is not supported", table=table.name)
     return write_delta_commit(mdt, t, records)
+
+
+def _check_supported_partitions(mdt: MetadataTable, instant: Instant, content: TimelineContent | None) -> None:
+    """Expression indexes get records from every action that writes files, and secondary indexes from writers'
+    commits: neither is built yet, so such a commit is refused rather than leaving the partition out of step."""
+    writes_files = isinstance(content, HoodieCommitMetadata) and not isinstance(content, HoodieRollbackMetadata)
+    service = instant.action is Action.COMPACTION or mdt.data.is_clustering(instant)
+    for partition in mdt.written_partitions:
+        unsupported = (partition.startswith(EXPRESSION_INDEX_PREFIX) and writes_files) or (
+            partition.startswith(SECONDARY_INDEX_PREFIX) and writes_files and not service
+        )
+        if unsupported:
+            raise UnsupportedTableError(
+                f"metadata partition {partition} cannot be kept in step with {instant} yet; nothing is committed",
+                table=mdt.data.name,
+            )
 
 
 def _new_files(stats: Iterable[HoodieWriteStat]) -> list[NewFile]:
