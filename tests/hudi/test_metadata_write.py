@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tableservice.errors import UnsupportedTableError
+from tableservice.hudi.action.archival import archive
 from tableservice.hudi.action.clean import execute_clean, schedule_clean
 from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.metadata.compaction import compact_metadata_table
@@ -24,6 +25,7 @@ from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import ActiveTimeline
 from tableservice.hudi.timeline.instant import Action, State, parse_instant_time
+from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.plan import CleanPlanner
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.storage import Storage
@@ -222,3 +224,38 @@ def test_a_writer_commit_on_a_table_with_a_secondary_index_is_refused(tmp_path: 
         sync_metadata_table(table, table.reload(), instant, content)
     mdt = MetadataTable.open(table, table.reload())
     assert mdt is not None and mdt.mdt_timeline.get(t) is None  # nothing written to the metadata table
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (V8, ["20251220210108078"]),
+        (
+            "sample_table/mor/avro/v9_txns_simple_meta",
+            # 20260307162612542 completed after the metadata table's compaction at 20260307162612567
+            [
+                "20260307162557587",
+                "20260307162604102",
+                "20260307162606034",
+                "20260307162607806",
+                "20260307162609526",
+                "20260307162611195",
+            ],
+        ),
+    ],
+)
+def test_data_archival_stops_at_the_metadata_tables_latest_compaction(
+    name: str, expected: list[str], tmp_path: Path
+) -> None:
+    path = _copy(name, tmp_path)
+    rows = hudi_read(path)
+    table = HudiTable.open(Storage(), path)
+    policy = ArchivalPolicy.from_mapping(
+        {"hoodie.keep.min.commits": 1, "hoodie.keep.max.commits": 2, "hoodie.cleaner.commits.retained": 1}
+    )
+    selected = [i.requested_time for i in policy.instants_to_archive(table, table.timeline())]
+    archived = [i.requested_time for i in archive(table, policy)]
+    # only instants that completed before the metadata table's latest compaction go
+    assert selected[: len(expected)] == expected and archived == expected
+    assert _diffs(path) == []
+    assert_same_rows(hudi_read(path), rows)
