@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,19 +23,13 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.storage import Storage
 from tests.support.fixtures import fixture_table, metadata_fixture_names
+from tests.support.metadata_table import partition_records
 from tests.support.oracle import assert_same_rows, hudi_read, listing_view
 from tests.support.trip_tables import create_trip_table
 
 pytestmark = pytest.mark.oracle
 NAMES = metadata_fixture_names() or ["none"]
 ALL = ("files", "column_stats", "partition_stats", "record_index")
-
-
-def _read(path: str, partition: str) -> dict[str, Any]:
-    table = HudiTable.open(Storage(), path)
-    mdt = MetadataTable.open(table, table.timeline())
-    assert mdt is not None
-    return mdt.read_partition(partition)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -47,18 +40,18 @@ def test_rebuilt_metadata_table_equals_hudis(name: str, tmp_path: Path) -> None:
     rows = hudi_read(path)
     built = HudiTable.open(Storage(), path).config.metadata_partitions
     wanted = [p for p in ALL if p in built]
-    files = {k: live_files(v) for k, v in _read(path, "files").items()}
-    stats = {k: v["ColumnStatsMetadata"] for k, v in _read(path, "column_stats").items()}
-    index = {k: v["recordIndexMetadata"] for k, v in _read(path, "record_index").items()}
+    files = {k: live_files(v) for k, v in partition_records(path, "files").items()}
+    stats = {k: v["ColumnStatsMetadata"] for k, v in partition_records(path, "column_stats").items()}
+    index = {k: v["recordIndexMetadata"] for k, v in partition_records(path, "record_index").items()}
     # as a writer with hoodie.metadata.enable=false leaves it, then rebuilt
     shutil.rmtree(Path(path) / ".hoodie" / "metadata")
     props = Path(path) / ".hoodie" / "hoodie.properties"
     props.write_text(re.sub(r"hoodie\.table\.metadata\.partitions=.*\n", "", props.read_text()))
     table = HudiTable.open(Storage(), path)
     assert initialize_metadata_table(table, wanted) == tuple(sorted(wanted))
-    assert {k: live_files(v) for k, v in _read(path, "files").items()} == files
-    assert {k: v["ColumnStatsMetadata"] for k, v in _read(path, "column_stats").items()} == stats
-    rebuilt = {k: v["recordIndexMetadata"] for k, v in _read(path, "record_index").items()}
+    assert {k: live_files(v) for k, v in partition_records(path, "files").items()} == files
+    assert {k: v["ColumnStatsMetadata"] for k, v in partition_records(path, "column_stats").items()} == stats
+    rebuilt = {k: v["recordIndexMetadata"] for k, v in partition_records(path, "record_index").items()}
     assert rebuilt.keys() == index.keys()
     for key, value in rebuilt.items():  # same file group; the instant is read in this process's time zone
         assert {k: v for k, v in value.items() if k != "instantTime"} == {
@@ -99,7 +92,7 @@ def test_write_client_keeps_the_metadata_table_in_step(
     rows = hudi_read(path)
     assert_same_rows(rows, hudi_read(str(listing_view(path, tmp_path / "view"))))
     # the record index points at the file group holding each key, at the instant of the slice's base file or later
-    index = {k: v["recordIndexMetadata"] for k, v in _read(path, "record_index").items()}
+    index = {k: v["recordIndexMetadata"] for k, v in partition_records(path, "record_index").items()}
     assert sorted(index) == sorted(rows.column("_hoodie_record_key").to_pylist())
     table = HudiTable.open(storage, path)
     first = table.timeline().completed().first()

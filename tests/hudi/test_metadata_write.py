@@ -18,7 +18,7 @@ from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.metadata.compaction import compact_metadata_table
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.reader import MetadataTable
-from tableservice.hudi.metadata.records import files_record, live_files
+from tableservice.hudi.metadata.records import files_record
 from tableservice.hudi.metadata.update import sync_metadata_table
 from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat
@@ -30,6 +30,7 @@ from tableservice.planning.clean.plan import CleanPlanner
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.storage import Storage
 from tests.support.fixtures import fixture_table, metadata_fixture_names
+from tests.support.metadata_table import metadata_contents
 from tests.support.oracle import assert_same_rows, hudi_read, listing_view
 
 pytestmark = pytest.mark.oracle
@@ -150,31 +151,17 @@ def test_verify_reports_what_is_out_of_step(tmp_path: Path) -> None:
     assert f"[files] {partition}: {name}: committed file ({live[partition][name]} bytes) is not listed" in diffs
 
 
-def _contents(path: str) -> dict[str, dict[str, Any]]:
-    table = HudiTable.open(Storage(), path)
-    mdt = MetadataTable.open(table, table.timeline())
-    assert mdt is not None
-    out: dict[str, dict[str, Any]] = {}
-    for partition in mdt.partitions:
-        records = mdt.read_partition(partition)
-        if partition == "files":
-            out[partition] = {k: live_files(v) for k, v in records.items()}
-        else:
-            out[partition] = {k: {f: v for f, v in r.items() if f != "_hoodie_file_name"} for k, r in records.items()}
-    return out
-
-
 @pytest.mark.parametrize("name", NAMES or ["none"])
 def test_metadata_compaction_keeps_every_record(name: str, tmp_path: Path) -> None:
     path = _copy(name, tmp_path)
     rows = hudi_read(path)
-    before = _contents(path)
+    before = metadata_contents(path)
     table = HudiTable.open(Storage(), path)
     mdt = MetadataTable.open(table, table.timeline())
     assert mdt is not None
     done = compact_metadata_table(mdt, max_delta_commits=0)  # now, whatever the count
     assert done is not None and done.is_completed and done.action is Action.COMPACTION
-    assert _contents(path) == before
+    assert metadata_contents(path) == before
     assert _diffs(path) == []
     assert_same_rows(hudi_read(path), rows)  # hudi-rs lists through our base HFiles
     after = HudiTable.open(Storage(), path)

@@ -4,14 +4,13 @@ every record and leave readers' results unchanged; the daemon's pass runs it whe
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tableservice.cli import main
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.reader import MetadataTable
-from tableservice.hudi.metadata.records import files_record, live_files
+from tableservice.hudi.metadata.records import files_record
 from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.planning.metadata.policy import MetadataPolicy
@@ -19,25 +18,12 @@ from tableservice.service.metadata import MetadataService, maintain_metadata_tab
 from tableservice.service.protocol import ServiceSettings
 from tableservice.storage import Storage
 from tests.support.fixtures import fixture_table, metadata_fixture_names
+from tests.support.metadata_table import metadata_contents
 from tests.support.oracle import assert_same_rows, hudi_read, listing_view
 
 pytestmark = pytest.mark.oracle
 NAMES = metadata_fixture_names() or ["none"]
 V8 = "quickstart_trips_table/mor/avro/v8_trips_8i3u1d"
-
-
-def _contents(path: str) -> dict[str, dict[str, Any]]:
-    table = HudiTable.open(Storage(), path)
-    mdt = MetadataTable.open(table, table.timeline())
-    assert mdt is not None
-    out: dict[str, dict[str, Any]] = {}
-    for partition in mdt.partitions:
-        records = mdt.read_partition(partition)
-        if partition == "files":
-            out[partition] = {k: live_files(v) for k, v in records.items()}
-        else:
-            out[partition] = {k: {f: v for f, v in r.items() if f != "_hoodie_file_name"} for k, r in records.items()}
-    return out
 
 
 def _files_on_disk(path: str) -> set[str]:
@@ -52,7 +38,7 @@ def test_maintenance_compacts_cleans_and_archives_without_changing_what_readers_
         pytest.skip("no fixtures with a metadata table")
     path = str(fixture_table(name, tmp_path))
     rows = hudi_read(path)
-    before = _contents(path)
+    before = metadata_contents(path)
     files_before = _files_on_disk(path)
     policy = MetadataPolicy(
         compact_max_delta_commits=1, cleaner_commits_retained=1, keep_min_commits=2, keep_max_commits=3
@@ -75,7 +61,7 @@ def test_maintenance_compacts_cleans_and_archives_without_changing_what_readers_
     assert done.compaction is not None and done.compaction.is_completed
     assert first.clean is not None or done.clean is not None
     assert first.archived or done.archived, "the initialisation instants precede every data write"
-    assert _contents(path) == before
+    assert metadata_contents(path) == before
     assert [str(d) for d in verify_metadata_table(HudiTable.open(Storage(), path))] == []
     assert_same_rows(hudi_read(path), rows)
     assert_same_rows(hudi_read(str(listing_view(path, tmp_path / "view"))), rows)
