@@ -17,6 +17,7 @@ import logging
 import posixpath
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,7 @@ BLOOM_FILTERS = MetadataPartition.BLOOM_FILTERS.value
 RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
 BLOOM_FOOTER_KEYS = (b"org.apache.hudi.bloomfilter", b"com.uber.hoodie.bloomfilter")
 BLOOM_TYPE_KEY = b"hoodie_bloom_filter_type_code"
+STATS_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -164,12 +166,7 @@ def commit_records(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadat
     base_files = [f for f in files if f.is_base_file]
     if index is not None:
         per_partition: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for f in files:
-            location = join(partition_location(mdt.data.base_path, f.partition), f.name)
-            if f.is_base_file:
-                payloads = cs.parquet_file_stats(mdt.data.storage.read_bytes(location), f.name, index)
-            else:
-                payloads = cs.records_stats(log_data_records(mdt.data, location), f.name, index)
+        for f, payloads in zip(files, _file_stats(mdt.data, files, index), strict=True):
             per_partition[f.partition].extend(payloads)
             if COLUMN_STATS in written:
                 records.extend(
@@ -279,6 +276,21 @@ def partition_stats(payloads: Iterable[dict[str, Any]], partition: str) -> list[
     for _, p in sorted(by_column.items()):
         out.append({**p, "fileName": partition, "isTightBound": True, "isDeleted": False})
     return out
+
+
+def _file_stats(table: HudiTable, files: Sequence[NewFile], index: cs.ColumnStatsIndex) -> list[list[dict[str, Any]]]:
+    """The column stats of each file, read in parallel (object stores answer one file per request)."""
+
+    def one(f: NewFile) -> list[dict[str, Any]]:
+        location = join(partition_location(table.base_path, f.partition), f.name)
+        if f.is_base_file:
+            return cs.parquet_file_stats(table.storage.read_bytes(location), f.name, index)
+        return cs.records_stats(log_data_records(table, location), f.name, index)
+
+    if len(files) <= 1:
+        return [one(f) for f in files]
+    with ThreadPoolExecutor(max_workers=min(STATS_THREADS, len(files)), thread_name_prefix="mdt-stats") as pool:
+        return list(pool.map(one, files))
 
 
 def log_data_records(table: HudiTable, location: str) -> pa.Table:
