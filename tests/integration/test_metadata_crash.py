@@ -37,8 +37,11 @@ real_write = Storage.write_bytes
 written = []
 
 def complete(self, instant, content, **kw):
-    if point == "before-data-commit" and ".hoodie/metadata" not in self.base_path and instant.action.value == "clean":
+    in_metadata = ".hoodie/metadata" in self.base_path
+    if point == "before-data-commit" and not in_metadata and instant.action.value == "clean":
         os.kill(os.getpid(), signal.SIGKILL)
+    if point == "mid-metadata-commit" and in_metadata and instant.action.value == "deltacommit":
+        os.kill(os.getpid(), signal.SIGKILL)  # its log files are written, its completed file is not
     return real_complete(self, instant, content, **kw)
 
 def write_bytes(self, location, data):
@@ -51,7 +54,7 @@ def write_bytes(self, location, data):
 ActiveTimeline.transition_to_completed = complete
 Storage.write_bytes = write_bytes
 table = HudiTable.open(Storage(), path)
-if point == "before-data-commit":
+if point in ("before-data-commit", "mid-metadata-commit"):
     from tableservice.hudi.action.clean import execute_clean, schedule_clean
     from tableservice.planning.clean.plan import CleanPlanner
     from tableservice.planning.clean.policy import CleanPolicy
@@ -79,17 +82,19 @@ def _copy(tmp_path: Path) -> str:
     return str(fixture_table(V8, tmp_path))
 
 
-def test_kill_between_the_metadata_commit_and_the_data_commit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("point", ["before-data-commit", "mid-metadata-commit"])
+def test_kill_between_the_metadata_commit_and_the_data_commit(point: str, tmp_path: Path) -> None:
     path = _copy(tmp_path)
     rows = hudi_read(path)
-    _run_killed("before-data-commit", path)
+    _run_killed(point, path)
     table = HudiTable.open(Storage(), path)
     pending = list(table.timeline().pending_of(Action.CLEAN))
     assert len(pending) == 1 and pending[0].state is State.INFLIGHT
     mdt = MetadataTable.open(table, table.timeline())
     assert mdt is not None
     orphan = mdt.mdt_timeline.get(pending[0].requested_time)
-    assert orphan is not None and orphan.is_completed  # ahead of the data table, invalid to readers
+    assert orphan is not None  # ahead of the data table, invalid to readers
+    assert orphan.is_completed == (point == "before-data-commit")
     assert_same_rows(hudi_read(path), rows)
     # the next pass finishes the clean: the metadata delta commit is written again, then the data commit
     from tableservice.hudi.action.clean import execute_clean
