@@ -28,7 +28,7 @@ from tableservice.planning.clean.plan import CleanPlanner
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.metadata.policy import MetadataPolicy
 from tableservice.service.actions import TableContext
-from tableservice.service.protocol import Outcome, ServiceBase
+from tableservice.service.protocol import Outcome, ServiceBase, ServiceSettings
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,10 @@ class MetadataService(ServiceBase[MetadataPolicy]):
     name = "metadata"
     plans_on_timeline = False
 
+    def __init__(self, settings: ServiceSettings[MetadataPolicy]) -> None:
+        super().__init__(settings)
+        self._not_due_at: dict[str, str] = {}  # table base path -> data timeline mark last found not due
+
     def applies(self, snapshot: TableSnapshot) -> bool:
         return bool(snapshot.config.metadata_partitions) and snapshot.config.version >= 8
 
@@ -63,8 +67,18 @@ class MetadataService(ServiceBase[MetadataPolicy]):
         return []
 
     def due(self, snapshot: TableSnapshot) -> bool:
+        """Asked on every poll: the metadata table changes only with the data table's commits, so it is opened (a
+        listing of its timeline) only when the data timeline changed since it was last found not due."""
+        mark = _mark(snapshot.timeline)
+        if self._not_due_at.get(snapshot.table.base_path) == mark:
+            return False
         mdt = MetadataTable.open(snapshot.table, snapshot.timeline)
-        return mdt is not None and bool(_due(mdt, self.settings.policy))
+        due = mdt is not None and bool(_due(mdt, self.settings.policy))
+        if due:
+            self._not_due_at.pop(snapshot.table.base_path, None)
+        else:
+            self._not_due_at[snapshot.table.base_path] = mark
+        return due
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         table = ctx.table
@@ -81,6 +95,11 @@ class MetadataService(ServiceBase[MetadataPolicy]):
             lease.check()
             done = maintain_metadata_table(ctx.table, self.settings.policy)
         return Outcome(self.name, instant, done)
+
+
+def _mark(timeline: Timeline) -> str:
+    """Moves with every change of the data timeline: any instant or state."""
+    return f"{len(timeline)}:{hash(tuple((i.requested_time, i.action, i.state) for i in timeline))}"
 
 
 def _due(mdt: MetadataTable, policy: MetadataPolicy) -> _Due:

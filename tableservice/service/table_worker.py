@@ -67,6 +67,7 @@ class TableWorker:
         running: RunningActions | None = None,
     ) -> None:
         self._settings = settings
+        self._services = settings.services()  # one instance per service: some keep state between polls
         self.storage = storage
         self.locks = locks
         self.executor = executor
@@ -87,6 +88,7 @@ class TableWorker:
     def settings(self, value: TableSettings) -> None:
         """New settings (a configuration reload): what planning found under the old policies no longer holds."""
         self._settings = value
+        self._services = value.services()
         self._nothing_at.clear()
         self._held.clear()
 
@@ -156,7 +158,7 @@ class TableWorker:
                 self.status.set_health(TableHealth.UNSUPPORTED, unsupported)
             elif self.status.health is TableHealth.UNSUPPORTED:
                 self.status.set_health(TableHealth.UNKNOWN)
-            pending = {svc.name: svc.pending(snapshot) for svc in self.settings.services() if svc.plans_on_timeline}
+            pending = {svc.name: svc.pending(snapshot) for svc in self._services if svc.plans_on_timeline}
             if self.metrics is not None:
                 for name, instants in pending.items():
                     oldest = age_seconds(instants[0], tz) if instants else 0.0
@@ -179,10 +181,10 @@ class TableWorker:
     def services(self) -> list[TableService]:
         """The services serving this table, in Hudi's order."""
         snapshot = self._snapshot()
-        return [svc for svc in self.settings.services() if svc.applies(snapshot)]
+        return [svc for svc in self._services if svc.applies(snapshot)]
 
     def service(self, name: str) -> TableService:
-        for svc in self.settings.services():
+        for svc in self._services:
             if svc.name == name:
                 return svc
         raise KeyError(name)
@@ -318,7 +320,7 @@ class TableWorker:
             for (a, t), h in sorted(self._held.items())
         ]
         if self.metrics is not None:
-            for svc in self.settings.services():
+            for svc in self._services:
                 held = sum(1 for a, _ in self._held if a == svc.name)
                 self.metrics.set_held_back(self.label, svc.name, held)
 

@@ -16,6 +16,7 @@ from tableservice.hudi.models import (
     HoodieCompactionPlan,
     encode_compaction_plan,
 )
+from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
 from tableservice.planning.archival import ArchivalPolicy
@@ -49,8 +50,11 @@ def _run_until(daemon: Daemon, done: Any, timeout: float = 120) -> None:
 
 
 @pytest.mark.spark
-def test_idle_table_costs_one_listing_per_poll(tmp_path: Path, spark_executor: Any) -> None:
+@pytest.mark.parametrize("metadata", [False, True])
+def test_idle_table_costs_one_listing_per_poll(metadata: bool, tmp_path: Path, spark_executor: Any) -> None:
     path = mor_table(tmp_path / "t", records=100, commits=2)
+    if metadata:  # the metadata service looks at the metadata table only when the data timeline moved
+        initialize_metadata_table(HudiTable.open(Storage(), path), ("files", "column_stats"))
     cfg = tmp_path / "c.yaml"
     cfg.write_text(config_text([path], max_delta_commits=50, poll=0.2))
     daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
