@@ -11,12 +11,12 @@ import anyio
 import pytest
 
 from tableservice.config import load_config
+from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.models import (
     HoodieCompactionOperation,
     HoodieCompactionPlan,
     encode_compaction_plan,
 )
-from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
 from tableservice.planning.archival import ArchivalPolicy
