@@ -12,7 +12,9 @@ from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.records import files_record
 from tableservice.hudi.metadata.verify import verify_metadata_table
+from tableservice.hudi.models import HoodieCommitMetadata, encode_commit_metadata
 from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.planning.metadata.policy import MetadataPolicy
 from tableservice.service.metadata import MetadataService, maintain_metadata_table
 from tableservice.service.protocol import ServiceSettings
@@ -91,8 +93,14 @@ def test_the_service_is_due_after_enough_delta_commits(tmp_path: Path) -> None:
     assert not service.due(table.refresh())  # the fixture's last action was a metadata compaction
     mdt = MetadataTable.open(table, table.timeline())
     assert mdt is not None
-    for t in ("20991231000000001", "20991231000000002"):
+    for _ in range(2):  # two writer commits, each with its metadata delta commit first
+        t = table.active.new_instant_time(table.reload())
+        inflight = table.active.transition_to_inflight(table.active.create_requested(t, Action.DELTA_COMMIT))
         write_delta_commit(mdt, t, [MetadataRecord("files", "city=chennai", files_record({}))])
+        empty = HoodieCommitMetadata(partition_to_write_stats={}, compacted=False, extra_metadata={})
+        table.active.transition_to_completed(inflight, encode_commit_metadata(empty, table_version=8))
+        mdt = MetadataTable.open(table, table.reload())
+        assert mdt is not None
     assert service.due(table.refresh())
     done = maintain_metadata_table(table, service.settings.policy)
     assert done.compaction is not None
