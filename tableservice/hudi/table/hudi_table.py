@@ -86,7 +86,6 @@ class HudiTable:
         self._archived_completion: dict[str, str] | None = None
         self._config_mark: int | None = None  # the timeline as it was when the config was read
         self._config_read_at = time.monotonic()
-        self.list_through_metadata = True
 
     @classmethod
     def open(cls, storage: Storage, base_path: str) -> HudiTable:
@@ -111,13 +110,13 @@ class HudiTable:
     def reload(self) -> Timeline:
         """A fresh timeline: one listing, plus `hoodie.properties` when it may have changed (module docstring)."""
         timeline = self.active.load()
-        mark = _mark(timeline)
+        mark = timeline.mark()
         if self._config_mark is None:
             self._config_mark = mark
         elif mark != self._config_mark or time.monotonic() - self._config_read_at > PROPERTIES_MAX_AGE_S:
             if self._reread_config():
                 timeline = self.active.load()
-                mark = _mark(timeline)
+                mark = timeline.mark()
             self._config_mark = mark
         self._timeline = timeline
         return timeline
@@ -334,14 +333,12 @@ class HudiTable:
 
     def list_data_files(self, timeline: Timeline | None = None) -> dict[str, list[FileInfo]]:
         """The table's files by partition: through the metadata table's `files` partition when the table has one
-        and `list_through_metadata` is on (files of completed instants only, as of `timeline`), else one
-        recursive storage listing."""
-        if self.list_through_metadata:
-            # The metadata table is itself a HudiTable: its reader lives beside this class, not below it.
-            from tableservice.hudi.metadata.listing import lists_through_metadata, metadata_listing
+        (files of completed instants only, as of `timeline`), else one recursive storage listing."""
+        # The metadata table is itself a HudiTable: its reader lives beside this class, not below it.
+        from tableservice.hudi.metadata.listing import lists_through_metadata, metadata_listing
 
-            if lists_through_metadata(self):
-                return metadata_listing(self, timeline if timeline is not None else self.timeline())
+        if lists_through_metadata(self):
+            return metadata_listing(self, timeline if timeline is not None else self.timeline())
         return self.list_storage_files()
 
     def list_storage_files(self) -> dict[str, list[FileInfo]]:
@@ -365,11 +362,6 @@ class HudiTable:
             as_of=as_of,
             completion_time=self.archived_completion_time,
         )
-
-
-def _mark(timeline: Timeline) -> int:
-    """Changes with any instant or state on the timeline."""
-    return hash(tuple((i.requested_time, i.action, i.state) for i in timeline))
 
 
 def _parse_schema(text: str, table: str, path: str) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class ReadOptions:
     start: str | None = None  # incremental: commits after `start` (exclusive) ...
     end: str | None = None  # ... up to `end` (inclusive)
     batch_rows: int = DEFAULT_BATCH_ROWS
+    from_storage: bool = False  # list storage even when the metadata table could list the files
 
 
 def partition_values(config: TableConfig, partition: str) -> dict[str, str]:
@@ -122,7 +123,8 @@ def iter_read(table: HudiTable, options: ReadOptions | None = None) -> Iterator[
         as_of = max(in_range) if in_range else opts.start
     schema_timeline = timeline if as_of is None else timeline.at_or_before(as_of)
     schema = read_schema(table, schema_timeline if schema_timeline.completed_writes() else timeline)
-    view = table.file_system_view(as_of=as_of, timeline=timeline)
+    listing = table.list_storage_files() if opts.from_storage else None
+    view = table.file_system_view(as_of=as_of, timeline=timeline, listing=listing)
     slices = slices_for_read(
         view,
         read_optimized=opts.read_optimized,

@@ -40,6 +40,10 @@ class Timeline:
     def __len__(self) -> int:
         return len(self.instants)
 
+    def mark(self) -> int:
+        """Changes with any instant or state on the timeline (equal marks: the same timeline)."""
+        return hash(tuple((i.requested_time, i.action, i.state) for i in self.instants))
+
     def __bool__(self) -> bool:
         return bool(self.instants)
 

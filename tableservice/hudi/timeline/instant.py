@@ -173,6 +173,11 @@ def parse_instant_time(ts: str, tz: tzinfo) -> datetime:
     return base + timedelta(milliseconds=millis)
 
 
+def instant_epoch_ms(ts: str, tz: tzinfo) -> int:
+    """The epoch milliseconds an instant time names, read in the timeline's zone (the record index stores it)."""
+    return int(parse_instant_time(ts, tz).timestamp() * 1000)
+
+
 def format_instant_time(moment: datetime, tz: tzinfo) -> str:
     local = moment.astimezone(tz)
     return local.strftime(INSTANT_FORMAT) + f"{local.microsecond // 1000:03d}"

@@ -8,13 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tableservice.hudi.file_group.log_format import (
-    BlockType,
-    LogBlock,
-    decode_data_block,
-    decode_delete_block,
-    iter_log_blocks,
-)
+from tableservice.hudi.file_group.log_format import iter_log_records
 from tableservice.hudi.table.fs_view import FileGroupId, FileSystemView
 from tableservice.hudi.write.records import PARTITION_PATH, RECORD_KEY
 from tableservice.storage import Storage
@@ -82,13 +76,8 @@ def file_groups_of(rows: pa.Table, fids: pa.Array) -> list[FileGroupId]:
 def _log_keys(storage: Storage, location: str) -> list[pa.Array | pa.ChunkedArray]:
     """Record keys of every data and delete block of a log file."""
     out: list[pa.Array | pa.ChunkedArray] = []
-    for block in iter_log_blocks(storage, location):
-        if not isinstance(block, LogBlock):
-            continue
-        if block.block_type is BlockType.DELETE:
-            out.append(decode_delete_block(block, storage).column("record_key"))
-        elif block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
-            data = decode_data_block(block, storage)
-            if RECORD_KEY in data.column_names:
-                out.append(data.column(RECORD_KEY))
+    for is_delete, rows in iter_log_records(storage, location):
+        column = "record_key" if is_delete else RECORD_KEY
+        if column in rows.column_names:
+            out.append(rows.column(column))
     return out

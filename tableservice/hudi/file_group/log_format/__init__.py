@@ -8,6 +8,7 @@ Reading
 - `decode_delete_block(block, storage=None, *, table=None) -> pa.Table` with columns record_key,
   partition_path, ordering_value, ordering_value_kind (see `deletes` for the ordering value types).
 - `read_block_content(block, storage) -> bytes`.
+- `iter_log_records(storage, location, *, table=None)` yields (is_delete, rows) per data and delete block.
 
 Writing
 - `encode_avro_data_block(table, avro_schema, header)`, `encode_parquet_data_block(table, header,
@@ -25,6 +26,7 @@ from tableservice.hudi.file_group.log_format.reader import (
     decode_data_block,
     decode_delete_block,
     iter_log_blocks,
+    iter_log_records,
     read_block_content,
 )
 from tableservice.hudi.file_group.log_format.writer import (
@@ -54,6 +56,7 @@ __all__ = [
     "encode_delete_block",
     "encode_parquet_data_block",
     "iter_log_blocks",
+    "iter_log_records",
     "read_block_content",
     "rollback_header",
 ]

@@ -280,6 +280,18 @@ def decode_delete_block(block: LogBlock, storage: Storage | None = None, *, tabl
         raise e.with_context(table=table, path=block.location) from e
 
 
+def iter_log_records(storage: Storage, location: str, *, table: str | None = None) -> Iterator[tuple[bool, pa.Table]]:
+    """(is_delete, rows) of each data block (AVRO / PARQUET) and delete block of a log file, in file order; other
+    blocks and corrupt bytes are passed over. No instant filtering: every block the file holds."""
+    for block in iter_log_blocks(storage, location, table=table):
+        if not isinstance(block, LogBlock):
+            continue
+        if block.block_type is BlockType.DELETE:
+            yield True, decode_delete_block(block, storage, table=table)
+        elif block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+            yield False, decode_data_block(block, storage, table=table)
+
+
 def _content(block: LogBlock, storage: Storage | None) -> bytes:
     if block.content is not None:
         return block.content
