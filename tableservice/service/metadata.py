@@ -58,7 +58,7 @@ class MetadataService(ServiceBase[MetadataPolicy]):
 
     def __init__(self, settings: ServiceSettings[MetadataPolicy]) -> None:
         super().__init__(settings)
-        self._not_due_at: dict[str, str] = {}  # table base path -> data timeline mark last found not due
+        self._not_due_at: dict[str, int] = {}  # table base path -> data timeline mark last found not due
 
     def applies(self, snapshot: TableSnapshot) -> bool:
         return bool(snapshot.config.metadata_partitions) and snapshot.config.version >= 8
@@ -69,7 +69,7 @@ class MetadataService(ServiceBase[MetadataPolicy]):
     def due(self, snapshot: TableSnapshot) -> bool:
         """Asked on every poll: the metadata table changes only with the data table's commits, so it is opened (a
         listing of its timeline) only when the data timeline changed since it was last found not due."""
-        mark = _mark(snapshot.timeline)
+        mark = snapshot.timeline.mark()
         if self._not_due_at.get(snapshot.table.base_path) == mark:
             return False
         mdt = MetadataTable.open(snapshot.table, snapshot.timeline)
@@ -95,11 +95,6 @@ class MetadataService(ServiceBase[MetadataPolicy]):
             lease.check()
             done = maintain_metadata_table(ctx.table, self.settings.policy)
         return Outcome(self.name, instant, done)
-
-
-def _mark(timeline: Timeline) -> str:
-    """Moves with every change of the data timeline: any instant or state."""
-    return f"{len(timeline)}:{hash(tuple((i.requested_time, i.action, i.state) for i in timeline))}"
 
 
 def _due(mdt: MetadataTable, policy: MetadataPolicy) -> _Due:

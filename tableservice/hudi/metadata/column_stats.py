@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from enum import IntEnum
@@ -39,8 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tableservice.errors import CorruptFileError, UnsupportedTableError
-from tableservice.hudi.metadata.keys import column_stats_key, partition_stats_key
-from tableservice.hudi.metadata.records import NAMESPACE, column_stats_record
+from tableservice.hudi.models.avsc_builders import NAMESPACE
 from tableservice.storage import Storage, join
 
 V1 = "V1"
@@ -119,26 +118,32 @@ def index_from_definitions(
     return ColumnStatsIndex(tuple(fields), version if isinstance(version, str) else default_version(table_version))
 
 
+def read_index_definitions(storage: Storage, base_path: str) -> dict[str, dict[str, Any]] | None:
+    """The `indexDefinitions` of `.hoodie/.index_defs/index.json` (table version 8+): index name -> definition;
+    None when the table has no such file."""
+    location = join(base_path, INDEX_DEFINITIONS_PATH)
+    if not storage.exists(location):
+        return None
+    try:
+        doc = json.loads(storage.read_bytes(location))
+    except ValueError as e:
+        raise CorruptFileError(f"index definitions are not JSON: {e}", path=location) from e
+    found = doc.get("indexDefinitions") if isinstance(doc, dict) else None
+    if not isinstance(found, dict):
+        raise CorruptFileError("index definitions lack `indexDefinitions`", path=location)
+    return {k: v for k, v in found.items() if isinstance(v, dict)}
+
+
 def column_stats_index(
     storage: Storage, base_path: str, table_version: int, schema: pa.Schema | None = None
 ) -> ColumnStatsIndex | None:
     """The column stats index of the table at `base_path`, from `.hoodie/.index_defs/index.json` when present
     (table version 8+), else guessed from `schema` (see `index_from_definitions`)."""
-    location = join(base_path, INDEX_DEFINITIONS_PATH)
-    definitions: Mapping[str, Any] | None = None
-    if table_version >= 8 and storage.exists(location):
-        try:
-            doc = json.loads(storage.read_bytes(location))
-        except ValueError as e:
-            raise CorruptFileError(f"index definitions are not JSON: {e}", path=location) from e
-        found = doc.get("indexDefinitions") if isinstance(doc, dict) else None
-        if not isinstance(found, dict):
-            raise CorruptFileError("index definitions lack `indexDefinitions`", path=location)
-        definitions = found
+    definitions = read_index_definitions(storage, base_path) if table_version >= 8 else None
     try:
         return index_from_definitions(definitions, table_version, schema)
     except CorruptFileError as e:
-        raise e.with_context(path=location) from e
+        raise e.with_context(path=join(base_path, INDEX_DEFINITIONS_PATH)) from e
 
 
 def default_columns(schema: pa.Schema, max_columns: int = MAX_COLUMNS_TO_INDEX) -> tuple[str, ...]:
@@ -211,23 +216,6 @@ def records_stats(table: pa.Table, file_name: str, index: ColumnStatsIndex) -> l
 def tombstone(file_name: str, column: str, version: str) -> dict[str, Any]:
     """The payload Hudi writes for a column of a deleted file (clean): `isDeleted`, null bounds, counts -1."""
     return _payload(file_name, column, version, None, -1, -1, (-1, -1), deleted=True)
-
-
-def metadata_records(
-    partition: str, payloads: Iterable[Mapping[str, Any]], *, partition_stats: bool = False
-) -> list[tuple[str, dict[str, Any]]]:
-    """(key, `HoodieMetadataRecord`) pairs for payloads of files in data partition `partition` ("" when not
-    partitioned); `partition_stats=True` for partition-level payloads."""
-    out = []
-    for p in payloads:
-        column = str(p["columnName"])
-        key = (
-            partition_stats_key(column, partition)
-            if partition_stats
-            else column_stats_key(column, partition, str(p["fileName"]))
-        )
-        out.append((key, column_stats_record(p, partition_stats=partition_stats)))
-    return out
 
 
 def _payload(

@@ -91,13 +91,14 @@ def _instant_time(mdt: MetadataTable) -> str:
     tz = mdt.mdt.active.tz
     if held:
         return format_instant_time(parse_instant_time(held[0], tz) - timedelta(milliseconds=1), tz)
-    return mdt.mdt.active.new_instant_time(mdt.mdt.reload())
+    return mdt.mdt.active.new_instant_time(mdt.mdt_timeline)
 
 
 def compact_metadata_table(mdt: MetadataTable, max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS) -> Instant | None:
-    """Run a pending metadata compaction, or schedule and run one when due; the completed instant, else None."""
+    """Run a pending metadata compaction, or schedule and run one when due; the completed instant, else None.
+    `mdt`'s timeline is current: the metadata table changes only under the data table's lock, held by the caller."""
     table = mdt.mdt
-    pending = list(table.reload().pending_compactions())
+    pending = list(mdt.mdt_timeline.pending_compactions())
     if pending:
         instant = pending[0]
         plan_path = table.active.path_of(instant.with_state(State.REQUESTED))
@@ -115,7 +116,7 @@ def compact_metadata_table(mdt: MetadataTable, max_delta_commits: int = DEFAULT_
 
 def _plan(mdt: MetadataTable, t: str) -> HoodieCompactionPlan:
     operations = []
-    for partition in sorted(mdt.listing()):
+    for partition in mdt.storage_partitions():
         for file_slice in mdt.file_slices(partition):
             inputs = _inputs(mdt, file_slice, t)
             operations.append(
@@ -146,7 +147,8 @@ def _execute(mdt: MetadataTable, instant: Instant, plan: HoodieCompactionPlan) -
     inflight = instant if instant.state is State.INFLIGHT else table.active.transition_to_inflight(instant)
     schema_json = writer_schema(mdt)
     parsed = fastavro.parse_schema(json.loads(schema_json))
-    slices = {(s.partition_path, s.file_id): s for p in mdt.listing() for s in mdt.file_slices(p)}
+    partitions = sorted({op.partition_path or "" for op in plan.operations or ()})
+    slices = {(s.partition_path, s.file_id): s for p in partitions for s in mdt.file_slices(p)}
     stats: dict[str, list[HoodieWriteStat]] = {}
     for op in plan.operations or ():
         partition, file_id = op.partition_path or "", op.file_id or ""

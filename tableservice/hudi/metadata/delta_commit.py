@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.schema import metadata_record_schema_json
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
 from tableservice.hudi.table.fs_view import partition_location
+from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.storage import join
 
@@ -61,14 +62,15 @@ def write_delta_commit(
         raise UnsupportedTableError(
             "writing a table version 6 metadata table is not supported yet", table=mdt.data.name, path=table.base_path
         )
-    _remove_earlier_attempt(mdt, instant_time)
+    timeline = _remove_earlier_attempt(mdt, instant_time)
     schema_json = writer_schema(mdt)
     parsed = fastavro.parse_schema(json.loads(schema_json))
+    routes: dict[str, Callable[[str], str]] = {}
     by_group: dict[tuple[str, str], dict[str, dict[str, Any] | None]] = defaultdict(dict)
     for r in records:
-        file_id = _route(mdt, r.partition, r.key)
-        by_group[(r.partition, file_id)][r.key] = r.value
-    timeline = table.reload()
+        if r.partition not in routes:
+            routes[r.partition] = _router(mdt, r.partition)
+        by_group[(r.partition, routes[r.partition](r.key))][r.key] = r.value
     inflight = table.active.transition_to_inflight(table.active.create_requested(instant_time, Action.DELTA_COMMIT))
     stats: dict[str, list[HoodieWriteStat]] = defaultdict(list)
     for (partition, file_id), values in sorted(by_group.items()):
@@ -141,8 +143,8 @@ def _write_log_file(
     )
 
 
-def _route(mdt: MetadataTable, partition: str, key: str) -> str:
-    """The file id of the file group `key` lives in: file groups in file-id order, by the key's hash."""
+def _router(mdt: MetadataTable, partition: str) -> Callable[[str], str]:
+    """key -> the file id of the file group it lives in: file groups in file-id order, by the key's hash."""
     groups = sorted({s.file_id for s in mdt.file_slices(partition)})
     if not groups:
         raise InvalidTableConfigError(
@@ -151,7 +153,7 @@ def _route(mdt: MetadataTable, partition: str, key: str) -> str:
             path=partition_location(mdt.mdt.base_path, partition),
         )
     v2 = routes_by_value(partition, mdt.index_version(partition))
-    return groups[file_group_index(key, len(groups), secondary_v2=v2)]
+    return lambda key: groups[file_group_index(key, len(groups), secondary_v2=v2)]
 
 
 def writer_schema(mdt: MetadataTable) -> str:
@@ -162,14 +164,16 @@ def writer_schema(mdt: MetadataTable) -> str:
     return found
 
 
-def _remove_earlier_attempt(mdt: MetadataTable, instant_time: str) -> None:
+def _remove_earlier_attempt(mdt: MetadataTable, instant_time: str) -> Timeline:
+    """Remove what an earlier attempt left at `instant_time` (its log files, then its timeline files); returns the
+    metadata timeline to continue from. The timeline read when `mdt` was opened is current: the metadata table
+    changes only under the data table's lock, which the caller holds."""
     table = mdt.mdt
-    timeline = table.reload()
-    existing = timeline.get(instant_time)
+    existing = mdt.mdt_timeline.get(instant_time)
     if existing is None:
-        return
-    for files in mdt.listing().values():
-        for fi in files:
+        return mdt.mdt_timeline
+    for partition in mdt.storage_partitions():
+        for fi in mdt.partition_listing(partition):
             parsed = parse_log_file_name(fi.name)
             if parsed is not None and parsed.instant_time == instant_time:
                 table.storage.delete(fi.location)
@@ -182,3 +186,4 @@ def _remove_earlier_attempt(mdt: MetadataTable, instant_time: str) -> None:
         existing,
         extra={"table": mdt.data.name, "instant": instant_time},
     )
+    return table.reload()

@@ -14,11 +14,11 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import fastavro
 
 from tableservice.errors import InvalidTableConfigError, UnsupportedTableError
-from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.hudi.file_group.log_format import HeaderKey
 from tableservice.hudi.file_group.log_format.writer import append_log_blocks, encode_delete_block
 from tableservice.hudi.metadata import column_stats as cs
@@ -28,26 +28,25 @@ from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
     MetadataPartition,
-    column_stats_key,
     file_group_id,
     file_group_index,
     partition_key,
-    partition_stats_key,
 )
+from tableservice.hudi.metadata.listing import committed_files
 from tableservice.hudi.metadata.reader import metadata_table_path
+from tableservice.hudi.metadata.record_index import key_locations
 from tableservice.hudi.metadata.record_index import location as record_location
-from tableservice.hudi.metadata.records import column_stats_record, files_record, record_index_record
+from tableservice.hudi.metadata.records import files_record, record_index_record
 from tableservice.hudi.metadata.schema import metadata_record_schema_json
-from tableservice.hudi.metadata.update import log_data_records, partition_stats
-from tableservice.hudi.metadata.verify import expected_files
+from tableservice.hudi.metadata.update import NewFile, file_stats, stats_records
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
 from tableservice.hudi.table import config as tc
 from tableservice.hudi.table.config import TableConfig, store_table_config
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.read import ReadOptions, iter_read, read_schema
+from tableservice.hudi.table.read import read_schema
 from tableservice.hudi.timeline.active import Timeline
-from tableservice.hudi.timeline.instant import Action, parse_instant_time
+from tableservice.hudi.timeline.instant import Action, instant_epoch_ms
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
@@ -85,9 +84,15 @@ def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tu
         return tuple(built)
     path = metadata_table_path(table.base_path)
     mdt = _open_or_create(table, path, fresh=not built)
+    files = committed_files(table, timeline)
+    stats: list[list[dict[str, Any]]] | None = None  # column stats of `files`, read once for both stats partitions
+    new_files = [NewFile(p, n, size) for p, names in sorted(files.items()) for n, size in sorted(names.items())]
     for partition in todo:
         instant = _init_instant(mdt.timeline())
-        records = _records(table, timeline, partition, instant)
+        if partition in (COLUMN_STATS, PARTITION_STATS) and stats is None:
+            index = stats_index_of(table, timeline)
+            stats = file_stats(table, new_files, index)
+        records = _records(table, timeline, partition, files, new_files, stats)
         groups = _file_groups(partition, len(records))
         _write_partition(table, mdt, partition, instant, groups, records)
         built.append(partition)
@@ -157,77 +162,44 @@ def _file_groups(partition: str, records: int) -> int:
     return FILE_GROUPS[partition]
 
 
-def _records(table: HudiTable, timeline: Timeline, partition: str, instant: str) -> list[MetadataRecord]:
-    files = expected_files(table, timeline)
+def _records(
+    table: HudiTable,
+    timeline: Timeline,
+    partition: str,
+    files: dict[str, dict[str, int]],
+    new_files: list[NewFile],
+    stats: list[list[dict[str, Any]]] | None,
+) -> list[MetadataRecord]:
     if partition == FILES:
-        out = [
-            MetadataRecord(
-                FILES,
-                ALL_PARTITIONS_KEY,
-                files_record({partition_key(p): (0, False) for p in files}, partition_list=True),
-            )
-        ]
+        listed = files_record({partition_key(p): (0, False) for p in files}, partition_list=True)
+        out = [MetadataRecord(FILES, ALL_PARTITIONS_KEY, listed)]
         out += [
-            MetadataRecord(FILES, partition_key(p), files_record({n: (s, False) for n, s in f.items()}))
+            MetadataRecord(FILES, partition_key(p), files_record({n: (size, False) for n, size in f.items()}))
             for p, f in files.items()
         ]
         return out
     if partition == RECORD_INDEX:
         return _record_index(table, timeline)
+    assert stats is not None  # read by the caller for the stats partitions
+    return stats_records((partition,), new_files, stats)
+
+
+def stats_index_of(table: HudiTable, timeline: Timeline) -> cs.ColumnStatsIndex:
     index = cs.column_stats_index(table.storage, table.base_path, table.config.version, read_schema(table, timeline))
     if index is None:
         raise InvalidTableConfigError("no columns to index for column stats", table=table.name)
-    out = []
-    for p, names in sorted(files.items()):
-        payloads: list[dict[str, object]] = []
-        for name in sorted(names):
-            location = join(partition_location(table.base_path, p), name)
-            if name.startswith("."):
-                file_stats = cs.records_stats(log_data_records(table, location), name, index)
-            else:
-                file_stats = cs.parquet_file_stats(table.storage.read_bytes(location), name, index)
-            payloads.extend(file_stats)
-            if partition == COLUMN_STATS:
-                out += [
-                    MetadataRecord(
-                        COLUMN_STATS, column_stats_key(str(s["columnName"]), p, name), column_stats_record(s)
-                    )
-                    for s in file_stats
-                ]
-        if partition == PARTITION_STATS:
-            for s in partition_stats(payloads, partition_key(p)):  # type: ignore[arg-type]
-                out.append(
-                    MetadataRecord(
-                        PARTITION_STATS,
-                        partition_stats_key(s["columnName"], p),
-                        column_stats_record(s, partition_stats=True),
-                    )
-                )
-    return out
+    return index
 
 
 def _record_index(table: HudiTable, timeline: Timeline) -> list[MetadataRecord]:
     """Every key of the latest file slices, pointing at its file group, with the slice's base instant as the
     instant (as Hudi does when it builds a record index from an existing table)."""
-    tz = table.active.tz
-    columns = ("_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name")
     view = table.file_system_view(timeline=timeline, listing=table.list_storage_files())
-    base_instants = {(s.partition_path, s.file_id): s.base_instant_time for s in view.latest_slices()}
-    millis: dict[str, int] = {}
+    millis = {s.file_group_id: instant_epoch_ms(s.base_instant_time, table.active.tz) for s in view.latest_slices()}
     out: dict[str, MetadataRecord] = {}
-    for batch in iter_read(table, ReadOptions(columns=columns)):
-        keys, parts, names = (batch.column(c).to_pylist() for c in columns)
-        for key, part, name in zip(keys, parts, names, strict=True):
-            if key is None:
-                continue
-            partition = part or ""
-            parsed = parse_base_file_name(str(name)) or parse_log_file_name(str(name))
-            file_id = parsed.file_id if parsed is not None else str(name)
-            instant = base_instants.get((partition, file_id), "")
-            if instant not in millis:
-                millis[instant] = int(parse_instant_time(instant, tz).timestamp() * 1000) if instant else 0
-            value = record_index_record(record_location(partition, file_id, millis[instant]))
-            out[key] = MetadataRecord(RECORD_INDEX, key, value)
+    for key, partition, file_id in key_locations(table):
+        value = record_index_record(record_location(partition, file_id, millis.get((partition, file_id), 0)))
+        out[key] = MetadataRecord(RECORD_INDEX, key, value)
     return list(out.values())
 
 

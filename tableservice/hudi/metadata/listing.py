@@ -3,6 +3,8 @@ instead of a listing per partition (what makes large tables on S3 cheap)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from tableservice.hudi.metadata.keys import MetadataPartition
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.table.hudi_table import HudiTable
@@ -27,3 +29,17 @@ def metadata_listing(table: HudiTable, timeline: Timeline) -> dict[str, list[Fil
         folder = join(table.base_path, partition) if partition else table.base_path
         out[partition] = [FileInfo(join(folder, name), size, 0, False) for name, size in sorted(files.items())]
     return out
+
+
+def committed_files(table: HudiTable, timeline: Timeline) -> dict[str, dict[str, int]]:
+    """What the `files` partition must list, from a storage listing: partition -> file name -> size of every file
+    of a completed instant (every slice of every file group, replaced groups included until a clean)."""
+    view = table.file_system_view(timeline=timeline, listing=table.list_storage_files())
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for group in view.all_file_groups():
+        for file_slice in group.slices:
+            if file_slice.base_file is not None:
+                out[group.partition_path][file_slice.base_file.file_name] = file_slice.base_file.size
+            for lf in file_slice.log_files:
+                out[group.partition_path][lf.file_name] = lf.size
+    return dict(out)

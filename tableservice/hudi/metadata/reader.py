@@ -9,9 +9,9 @@ oldest first by the partition's rule (`records.merge`).
 
 from __future__ import annotations
 
+import functools
 import io
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +22,7 @@ from tableservice.errors import CorruptFileError, InvalidTableConfigError, Table
 from tableservice.hudi.file_group.log_format import BlockType, HeaderKey, LogBlock, read_block_content
 from tableservice.hudi.file_group.log_format.deletes import decode_delete_content
 from tableservice.hudi.file_group.reader import scan_log_blocks
+from tableservice.hudi.metadata.column_stats import read_index_definitions
 from tableservice.hudi.metadata.hfile import read_hfile
 from tableservice.hudi.metadata.keys import ALL_PARTITIONS_KEY, NON_PARTITIONED, MetadataPartition
 from tableservice.hudi.metadata.records import RawRecord, is_live, live_files, merge_for
@@ -33,7 +34,6 @@ from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.storage import FileInfo, join
 
 METADATA_FOLDER = ".hoodie/metadata"
-INDEX_DEFS_PATH = ".index_defs/index.json"
 
 
 def metadata_table_path(base_path: str) -> str:
@@ -61,6 +61,7 @@ class MetadataTable:
         self._valid: frozenset[str] | None = None
         self._slices: dict[str, list[FileSlice]] | None = None
         self._index_defs: dict[str, dict[str, Any]] | None = None
+        self._index_defs_read = False
 
     @classmethod
     def open(cls, data: HudiTable, data_timeline: Timeline) -> MetadataTable | None:
@@ -98,27 +99,18 @@ class MetadataTable:
         inflight = [p for p in self.data.config.metadata_partitions_inflight if p not in self.partitions]
         return (*self.partitions, *inflight)
 
-    def index_definitions(self) -> dict[str, dict[str, Any]]:
-        """`.hoodie/.index_defs/index.json` (table version 8+): index name -> definition; {} when absent."""
-        if self._index_defs is None:
-            path = join(self.data.meta_path, INDEX_DEFS_PATH)
-            defs: dict[str, dict[str, Any]] = {}
-            if self.data.storage.exists(path):
-                try:
-                    doc = json.loads(self.data.storage.read_bytes(path))
-                except ValueError as e:
-                    raise CorruptFileError(
-                        f"index definitions are not JSON: {e}", table=self.data.name, path=path
-                    ) from e
-                found = doc.get("indexDefinitions") if isinstance(doc, dict) else None
-                if not isinstance(found, dict):
-                    raise CorruptFileError("index definitions lack `indexDefinitions`", table=self.data.name, path=path)
-                defs = {k: v for k, v in found.items() if isinstance(v, dict)}
-            self._index_defs = defs
+    def index_definitions(self) -> dict[str, dict[str, Any]] | None:
+        """`.hoodie/.index_defs/index.json` (table version 8+): index name -> definition; None when absent."""
+        if not self._index_defs_read:
+            try:
+                self._index_defs = read_index_definitions(self.data.storage, self.data.base_path)
+            except TableServiceError as e:
+                raise e.with_context(table=self.data.name) from e
+            self._index_defs_read = True
         return self._index_defs
 
     def index_version(self, partition: str) -> str | None:
-        version = self.index_definitions().get(partition, {}).get("version")
+        version = (self.index_definitions() or {}).get(partition, {}).get("version")
         return version if isinstance(version, str) else None
 
     def valid_instants(self) -> frozenset[str]:
@@ -135,18 +127,11 @@ class MetadataTable:
             )
         return self.data.rollback_metadata(instant).commits_rollback
 
-    def listing(self) -> dict[str, list[FileInfo]]:
-        """The metadata table's files by partition: every top-level folder but `.hoodie` (a partition that never
-        received a record may lack `.hoodie_partition_metadata`)."""
-        prefix = self.mdt.base_path.rstrip("/") + "/"
-        out: dict[str, list[FileInfo]] = defaultdict(list)
-        for fi in self.mdt.storage.walk_files(self.mdt.base_path):
-            rel = fi.location[len(prefix) :] if fi.location.startswith(prefix) else ""
-            folder, _, _ = rel.partition("/")
-            if fi.is_dir or not folder or folder.startswith(".") or "/" not in rel:
-                continue
-            out[folder].append(fi)
-        return dict(out)
+    def storage_partitions(self) -> list[str]:
+        """The metadata partitions on storage: every top-level folder but `.hoodie` (one listing; a partition that
+        never received a record may lack `.hoodie_partition_metadata`)."""
+        entries = self.mdt.storage.list(self.mdt.base_path)
+        return sorted(fi.name for fi in entries if fi.is_dir and not fi.name.startswith("."))
 
     def partition_listing(self, partition: str) -> list[FileInfo]:
         """The files of one metadata partition (one listing of its folder; partitions hold no sub-folders)."""
@@ -211,40 +196,27 @@ class MetadataTable:
         )
         for block in scan.blocks:
             if block.block_type is BlockType.HFILE_DATA:
-                yield from _hfile_records(read_block_content(block, storage), block.location, _schema_of(block))
+                yield from _hfile_records(
+                    read_block_content(block, storage), block.location, block.header.get(HeaderKey.SCHEMA)
+                )
             elif block.block_type is BlockType.DELETE:
                 for key in _deleted_keys(read_block_content(block, storage), block):
                     yield key, None
 
 
-def _schema_of(block: LogBlock) -> dict[str, Any] | None:
-    text = block.header.get(HeaderKey.SCHEMA)
-    if not text:
-        return None
-    try:
-        schema = json.loads(text)
-    except ValueError as e:
-        raise CorruptFileError(
-            f"log block at offset {block.offset}: schema is not JSON ({e})", path=block.location
-        ) from e
-    return schema if isinstance(schema, dict) else None
-
-
-def _hfile_records(
-    data: bytes, path: str, schema: dict[str, Any] | None = None
-) -> Iterator[tuple[str, dict[str, Any]]]:
+def _hfile_records(data: bytes, path: str, schema: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The cells of an HFile as (key, record), decoded with the file's own schema (file info), else `schema` (the
+    log block's SCHEMA header)."""
     hfile = read_hfile(data, path=path)
-    writer_schema = hfile.schema() if hfile.cells else None
-    if writer_schema is None:
-        writer_schema = schema
     if not hfile.cells:
         return
-    if writer_schema is None:
+    text = hfile.file_info.get(b"schema")
+    if text:
+        parsed = _parsed_schema(text.decode("utf-8"), path)
+    elif schema:
+        parsed = _parsed_schema(schema, path)
+    else:
         raise CorruptFileError("HFile has cells but no Avro schema", path=path)
-    try:
-        parsed = fastavro.parse_schema(writer_schema)
-    except Exception as e:  # fastavro raises several types for a bad schema
-        raise CorruptFileError(f"HFile schema does not parse: {e}", path=path) from e
     for row, value in hfile.cells:
         try:
             key = row.decode("utf-8")
@@ -256,6 +228,19 @@ def _hfile_records(
         if not isinstance(record, dict):
             raise CorruptFileError(f"HFile cell {row[:64]!r} is not a record", path=path)
         yield key, record
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(text: str) -> Any:
+    return fastavro.parse_schema(json.loads(text))
+
+
+def _parsed_schema(text: str, path: str) -> Any:
+    """A record schema parsed once per text: every HFile and log block of a metadata table carries the same one."""
+    try:
+        return _parsed(text)
+    except Exception as e:  # json and fastavro raise several types for a bad schema
+        raise CorruptFileError(f"HFile schema does not parse: {e}", path=path) from e
 
 
 def _deleted_keys(content: bytes, block: LogBlock) -> list[str]:

@@ -10,24 +10,23 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from tableservice.errors import CorruptFileError
+from tableservice.errors import TableServiceError
+from tableservice.hudi.file_group.base_file_reader import iter_base_file
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
-from tableservice.hudi.file_group.log_format import BlockType, LogBlock
-from tableservice.hudi.file_group.log_format.reader import decode_data_block, decode_delete_block, iter_log_blocks
-from tableservice.hudi.metadata.keys import MetadataPartition
+from tableservice.hudi.file_group.log_format import iter_log_records
 from tableservice.hudi.metadata.records import record_index_record
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, iter_read
 from tableservice.storage import join
 
-RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
 KEY = "_hoodie_record_key"
+PARTITION = "_hoodie_partition_path"
+FILE_NAME = "_hoodie_file_name"
 
 # (key, value or None for a removed key)
 IndexUpdate = tuple[str, dict[str, Any] | None]
@@ -36,27 +35,30 @@ IndexUpdate = tuple[str, dict[str, Any] | None]
 def base_file_keys(table: HudiTable, partition: str, name: str) -> list[str]:
     location = join(partition_location(table.base_path, partition), name)
     try:
-        keys = pq.read_table(table.storage.open_input_file(location), columns=[KEY])
-    except (OSError, KeyError, pa.ArrowInvalid) as e:
-        raise CorruptFileError(f"cannot read record keys: {e}", table=table.name, path=location) from e
-    return [k for k in keys.column(0).to_pylist() if k is not None]
+        return [k for batch in iter_base_file(table.storage, location, [KEY]) for k in batch.column(0).to_pylist() if k]
+    except TableServiceError as e:
+        raise e.with_context(table=table.name) from e
 
 
-def log_file_records(table: HudiTable, location: str) -> Iterator[tuple[bool, pa.Table]]:
-    """(is_delete, rows) per data or delete block of a log file, in order."""
-    for block in iter_log_blocks(table.storage, location, table=table.name):
-        if not isinstance(block, LogBlock):
-            continue
-        if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.HFILE_DATA):
-            yield False, decode_data_block(block, table.storage, table=table.name)
-        elif block.block_type is BlockType.DELETE:
-            yield True, decode_delete_block(block, table.storage, table=table.name)
+def file_id_of(file_name: str) -> str:
+    """The file id in a base or log file name (a log record's `_hoodie_file_name` may hold the file id itself)."""
+    parsed = parse_log_file_name(file_name) if file_name.startswith(".") else parse_base_file_name(file_name)
+    return parsed.file_id if parsed is not None else file_name
+
+
+def key_locations(table: HudiTable) -> Iterator[tuple[str, str, str]]:
+    """(record key, partition, file id) of every record of the latest file slices, read from storage (never
+    through the metadata table: this is what the record index is checked and built against)."""
+    options = ReadOptions(columns=(KEY, PARTITION, FILE_NAME), from_storage=True)
+    for batch in iter_read(table, options):
+        columns = (batch.column(c).to_pylist() for c in (KEY, PARTITION, FILE_NAME))
+        for key, partition, name in zip(*columns, strict=True):
+            if key is not None:
+                yield str(key), str(partition or ""), file_id_of(str(name or ""))
 
 
 def location(partition: str, file_id: str, instant_ms: int) -> dict[str, Any]:
     """A record-index value: encoding 0 (UUID halves and index) when the file id is `<uuid>-<n>`, else 1."""
-    import uuid
-
     head, _, tail = file_id.rpartition("-")
     try:
         u: uuid.UUID | None = uuid.UUID(head)
@@ -64,11 +66,10 @@ def location(partition: str, file_id: str, instant_ms: int) -> dict[str, Any]:
     except ValueError:
         u, index = None, -1
     if u is not None and index >= 0:
-        high, low = u.int >> 64, u.int & ((1 << 64) - 1)
         return {
             "partitionName": partition,
-            "fileIdHighBits": _signed(high),
-            "fileIdLowBits": _signed(low),
+            "fileIdHighBits": _signed(u.int >> 64),
+            "fileIdLowBits": _signed(u.int & ((1 << 64) - 1)),
             "fileIndex": index,
             "fileId": "",
             "instantTime": instant_ms,
@@ -101,27 +102,20 @@ def write_updates(
     the slice it rewrote, if any); `listed`: the files the metadata table listed before the commit."""
     out: dict[str, dict[str, Any] | None] = {}
     for partition, name, previous in written:
-        parsed = parse_log_file_name(name) if name.startswith(".") else parse_base_file_name(name)
-        if parsed is None:
-            continue
-        value = record_index_record(location(partition, parsed.file_id, instant_ms))
+        value = record_index_record(location(partition, file_id_of(name), instant_ms))
         if not name.startswith("."):
             keys = base_file_keys(table, partition, name)
             out.update(dict.fromkeys(keys, value))
-            old = _previous_base(listed.get(partition, {}), parsed.file_id, previous)
+            old = _previous_base(listed.get(partition, {}), file_id_of(name), previous)
             if old is not None:
                 kept = set(keys)
-                for key in base_file_keys(table, partition, old):
-                    if key not in kept:
-                        out[key] = None
+                out.update((key, None) for key in base_file_keys(table, partition, old) if key not in kept)
             continue
-        for is_delete, rows in log_file_records(table, join(partition_location(table.base_path, partition), name)):
+        log = join(partition_location(table.base_path, partition), name)
+        for is_delete, rows in iter_log_records(table.storage, log, table=table.name):
             column = "record_key" if is_delete else KEY
-            if column not in rows.column_names:
-                continue
-            for key in rows.column(column).to_pylist():
-                if key is not None:
-                    out[key] = None if is_delete else value
+            if column in rows.column_names:
+                out.update((key, None if is_delete else value) for key in rows.column(column).to_pylist() if key)
     return list(out.items())
 
 
@@ -141,9 +135,6 @@ def clustering_updates(
     """Every key of the base files a clustering wrote, pointing at its new file group."""
     out: list[IndexUpdate] = []
     for partition, name in new_base_files:
-        parsed = parse_base_file_name(name)
-        if parsed is None:
-            continue
-        value = record_index_record(location(partition, parsed.file_id, instant_ms))
+        value = record_index_record(location(partition, file_id_of(name), instant_ms))
         out.extend((key, value) for key in base_file_keys(table, partition, name))
     return out

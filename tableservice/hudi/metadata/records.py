@@ -11,9 +11,7 @@ from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any
 
-from tableservice.hudi.metadata.keys import ALL_PARTITIONS_KEY, SECONDARY_INDEX_PREFIX, MetadataPartition
-
-NAMESPACE = "org.apache.hudi.avro.model"
+from tableservice.hudi.metadata.keys import ALL_PARTITIONS_KEY, MetadataPartition
 
 RawRecord = dict[str, Any] | None
 Merge = Callable[[RawRecord, RawRecord], RawRecord]
@@ -72,10 +70,6 @@ def bloom_filter_record(filter_type: str, instant: str, serialized: bytes, *, de
 
 def record_index_record(location: Mapping[str, Any]) -> dict[str, Any]:
     return _record(RecordType.RECORD_INDEX, recordIndexMetadata=dict(location))
-
-
-def secondary_index_record(*, deleted: bool) -> dict[str, Any]:
-    return _record(RecordType.SECONDARY_INDEX, SecondaryIndexMetadata={"isDeleted": deleted})
 
 
 # ---- merging
@@ -163,12 +157,6 @@ def wrapped(value: Any) -> Any:
     return value
 
 
-def wrapper_name(value: Any) -> str | None:
-    if isinstance(value, tuple):
-        return str(value[0]).rsplit(".", 1)[-1]
-    return None
-
-
 def _bound(a: Any, b: Any, pick: Callable[[Any, Any], Any]) -> Any:
     if a is None:
         return b
@@ -191,13 +179,8 @@ def _add(a: int | None, b: int | None) -> int | None:
     return a + b
 
 
-def is_secondary_index(partition: str) -> bool:
-    return partition.startswith(SECONDARY_INDEX_PREFIX)
-
-
 __all__ = [
     "ALL_PARTITIONS_KEY",
-    "NAMESPACE",
     "Merge",
     "RawRecord",
     "RecordType",
@@ -206,14 +189,11 @@ __all__ = [
     "combine_stats",
     "files_record",
     "is_live",
-    "is_secondary_index",
     "live_files",
     "merge_files",
     "merge_for",
     "merge_latest",
     "merge_stats",
     "record_index_record",
-    "secondary_index_record",
     "wrapped",
-    "wrapper_name",
 ]

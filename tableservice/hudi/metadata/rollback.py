@@ -57,8 +57,8 @@ def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_tim
         )
     started = time.monotonic()
     files: dict[str, list[str]] = defaultdict(list)
-    for partition, infos in mdt.listing().items():
-        for fi in infos:
+    for partition in mdt.storage_partitions():
+        for fi in mdt.partition_listing(partition):
             parsed = parse_log_file_name(fi.name) or parse_base_file_name(fi.name)
             if parsed is not None and parsed.instant_time == target_time:
                 files[partition].append(fi.location)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-NAMESPACE = "org.apache.hudi.avro.model"
+from tableservice.hudi.models.avsc_builders import NAMESPACE
+
 JSTRING: dict[str, Any] = {"type": "string", "avro.java.string": "String"}
 
 _WRAPPERS: list[tuple[str, Any]] = [

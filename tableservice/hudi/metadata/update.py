@@ -16,16 +16,17 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from tableservice.errors import CorruptFileError, UnsupportedTableError
+from tableservice.errors import TableServiceError, UnsupportedTableError
+from tableservice.hudi.file_group.base_file_reader import read_base_file_footer
 from tableservice.hudi.file_group.filenames import parse_base_file_name
+from tableservice.hudi.file_group.log_format import iter_log_records
 from tableservice.hudi.metadata import column_stats as cs
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.keys import (
@@ -39,7 +40,7 @@ from tableservice.hudi.metadata.keys import (
     partition_stats_key,
 )
 from tableservice.hudi.metadata.reader import MetadataTable
-from tableservice.hudi.metadata.record_index import IndexUpdate, clustering_updates, log_file_records, write_updates
+from tableservice.hudi.metadata.record_index import IndexUpdate, clustering_updates, write_updates
 from tableservice.hudi.metadata.records import (
     bloom_filter_record,
     column_stats_record,
@@ -59,7 +60,7 @@ from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import read_schema
 from tableservice.hudi.timeline.active import Timeline
-from tableservice.hudi.timeline.instant import Action, Instant, parse_instant_time, timeline_timezone
+from tableservice.hudi.timeline.instant import Action, Instant, instant_epoch_ms
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,6 @@ COLUMN_STATS = MetadataPartition.COLUMN_STATS.value
 PARTITION_STATS = MetadataPartition.PARTITION_STATS.value
 BLOOM_FILTERS = MetadataPartition.BLOOM_FILTERS.value
 RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
-BLOOM_FOOTER_KEYS = (b"org.apache.hudi.bloomfilter", b"com.uber.hoodie.bloomfilter")
-BLOOM_TYPE_KEY = b"hoodie_bloom_filter_type_code"
 STATS_THREADS = 8
 
 
@@ -111,15 +110,13 @@ def sync_metadata_table(
         records = commit_records(mdt, instant, content)
     else:
         return None  # savepoints and the like change no file
-    if instant.action is Action.DELTA_COMMIT and table.config.version < 8:
-        raise UnsupportedTableError("writing table version 6 metadata tables is not supported", table=table.name)
     return write_delta_commit(mdt, t, records)
 
 
 def _check_supported_partitions(mdt: MetadataTable, instant: Instant, content: TimelineContent | None) -> None:
     """Expression indexes get records from every action that writes files, and secondary indexes from writers'
     commits: neither is built yet, so such a commit is refused rather than leaving the partition out of step."""
-    writes_files = isinstance(content, HoodieCommitMetadata) and not isinstance(content, HoodieRollbackMetadata)
+    writes_files = isinstance(content, HoodieCommitMetadata)
     service = instant.action is Action.COMPACTION or mdt.data.is_clustering(instant)
     for partition in mdt.written_partitions:
         unsupported = (partition.startswith(EXPRESSION_INDEX_PREFIX) and writes_files) or (
@@ -161,25 +158,11 @@ def commit_records(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadat
             )
         )
         records.extend(MetadataRecord(FILES, partition_key(p), files_record(e)) for p, e in by_partition.items())
-    need_stats = COLUMN_STATS in written or PARTITION_STATS in written
-    index = stats_index(mdt) if need_stats else None
+    if COLUMN_STATS in written or PARTITION_STATS in written:
+        index = stats_index(mdt)
+        if index is not None:
+            records.extend(stats_records(written, files, file_stats(mdt.data, files, index)))
     base_files = [f for f in files if f.is_base_file]
-    if index is not None:
-        per_partition: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for f, payloads in zip(files, _file_stats(mdt.data, files, index), strict=True):
-            per_partition[f.partition].extend(payloads)
-            if COLUMN_STATS in written:
-                records.extend(
-                    MetadataRecord(
-                        COLUMN_STATS, column_stats_key(p["columnName"], f.partition, f.name), column_stats_record(p)
-                    )
-                    for p in payloads
-                )
-        if PARTITION_STATS in written:
-            for partition, payloads in per_partition.items():
-                for p in partition_stats(payloads, partition_key(partition)):
-                    key = partition_stats_key(p["columnName"], partition)
-                    records.append(MetadataRecord(PARTITION_STATS, key, column_stats_record(p, partition_stats=True)))
     if BLOOM_FILTERS in written:
         for f in base_files:
             bloom = _bloom_filter(mdt, f)
@@ -207,9 +190,7 @@ def _index_updates(
     data = mdt.data
     if instant.action is Action.COMPACTION or md.compacted:
         return []
-    millis = int(
-        parse_instant_time(instant.requested_time, timeline_timezone(data.config.timezone_name)).timestamp() * 1000
-    )
+    millis = instant_epoch_ms(instant.requested_time, data.active.tz)
     if data.is_clustering(instant):
         return clustering_updates(data, [(f.partition, f.name) for f in files if f.is_base_file], millis)
     if isinstance(md, HoodieReplaceCommitMetadata) and md.partition_to_replace_file_ids:
@@ -218,8 +199,7 @@ def _index_updates(
             "of the replaced file groups cannot be removed yet",
             table=data.name,
         )
-    previous = {(f.partition, f.name): s.prev_commit for f, s in zip(files, stats, strict=True)}
-    written = [(f.partition, f.name, previous.get((f.partition, f.name))) for f in files]
+    written = [(f.partition, f.name, s.prev_commit) for f, s in zip(files, stats, strict=True)]
     return write_updates(data, written, mdt.file_listing(), millis)
 
 
@@ -228,9 +208,7 @@ def clean_records(mdt: MetadataTable, md: HoodieCleanMetadata) -> list[MetadataR
     written = set(mdt.written_partitions)
     records: list[MetadataRecord] = []
     deleted_partitions = []
-    index = None
-    if COLUMN_STATS in written:
-        index = stats_index(mdt)
+    index = stats_index(mdt) if COLUMN_STATS in written else None
     for partition, pm in sorted(md.partition_metadata.items()):
         names = sorted({posixpath.basename(p) for p in pm.success_delete_files})
         if pm.is_partition_deleted:
@@ -265,20 +243,38 @@ def clean_records(mdt: MetadataTable, md: HoodieCleanMetadata) -> list[MetadataR
     return records
 
 
-def partition_stats(payloads: Iterable[dict[str, Any]], partition: str) -> list[dict[str, Any]]:
-    """One partition-stats payload per column from the column stats of the files an action wrote there: readers
-    merge it into the partition's record, widening the range and adding the counts, as Hudi's writers do."""
-    by_column: dict[str, dict[str, Any]] = {}
-    for p in payloads:
-        column = p["columnName"]
-        by_column[column] = combine_stats(by_column[column], p) if column in by_column else dict(p)
-    out = []
-    for _, p in sorted(by_column.items()):
-        out.append({**p, "fileName": partition, "isTightBound": True, "isDeleted": False})
+def stats_records(
+    written: Collection[str], files: Sequence[NewFile], payloads: Sequence[list[dict[str, Any]]]
+) -> list[MetadataRecord]:
+    """The column-stats records of `files` (their payloads in the same order), and one partition-stats record per
+    touched partition and column: readers merge it into the partition's record, widening the range and adding
+    the counts, as Hudi's writers do."""
+    out: list[MetadataRecord] = []
+    per_partition: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for f, file_payloads in zip(files, payloads, strict=True):
+        for p in file_payloads:
+            column = p["columnName"]
+            if COLUMN_STATS in written:
+                out.append(
+                    MetadataRecord(COLUMN_STATS, column_stats_key(column, f.partition, f.name), column_stats_record(p))
+                )
+            merged = per_partition[f.partition]
+            merged[column] = combine_stats(merged[column], p) if column in merged else dict(p)
+    if PARTITION_STATS in written:
+        for partition, columns in per_partition.items():
+            for column, p in sorted(columns.items()):
+                payload = {**p, "fileName": partition_key(partition), "isTightBound": True, "isDeleted": False}
+                out.append(
+                    MetadataRecord(
+                        PARTITION_STATS,
+                        partition_stats_key(column, partition),
+                        column_stats_record(payload, partition_stats=True),
+                    )
+                )
     return out
 
 
-def _file_stats(table: HudiTable, files: Sequence[NewFile], index: cs.ColumnStatsIndex) -> list[list[dict[str, Any]]]:
+def file_stats(table: HudiTable, files: Sequence[NewFile], index: cs.ColumnStatsIndex) -> list[list[dict[str, Any]]]:
     """The column stats of each file, read in parallel (object stores answer one file per request)."""
 
     def one(f: NewFile) -> list[dict[str, Any]]:
@@ -295,25 +291,29 @@ def _file_stats(table: HudiTable, files: Sequence[NewFile], index: cs.ColumnStat
 
 def log_data_records(table: HudiTable, location: str) -> pa.Table:
     """The data records a log file holds (its data blocks, in order; deletes left out)."""
-    parts = [rows for is_delete, rows in log_file_records(table, location) if not is_delete]
+    parts = [rows for is_delete, rows in iter_log_records(table.storage, location, table=table.name) if not is_delete]
     return pa.concat_tables(parts, promote_options="default") if parts else pa.table({})
 
 
 def stats_index(mdt: MetadataTable) -> cs.ColumnStatsIndex | None:
-    """The columns the table's column stats index, and its version."""
+    """The columns the table's column stats index, and its version (the table schema is read only when the table
+    has no index definitions to name them)."""
     data = mdt.data
-    return cs.column_stats_index(
-        data.storage, data.base_path, data.config.version, read_schema(data, mdt.data_timeline)
-    )
+    definitions = mdt.index_definitions() if data.config.version >= 8 else None
+    schema = read_schema(data, mdt.data_timeline) if definitions is None else None
+    try:
+        return cs.index_from_definitions(definitions, data.config.version, schema)
+    except TableServiceError as e:
+        raise e.with_context(table=data.name) from e
 
 
 def _bloom_filter(mdt: MetadataTable, f: NewFile) -> tuple[str, bytes] | None:
+    """The bloom filter Hudi's writer put in a new base file's footer: (type code, serialized), or None."""
     location = join(partition_location(mdt.data.base_path, f.partition), f.name)
     try:
-        meta = pq.read_metadata(mdt.data.storage.open_input_file(location)).metadata or {}
-    except OSError as e:
-        raise CorruptFileError(f"cannot read the Parquet footer: {e}", table=mdt.data.name, path=location) from e
-    for key in BLOOM_FOOTER_KEYS:
-        if key in meta:
-            return meta.get(BLOOM_TYPE_KEY, b"SIMPLE").decode("utf-8"), meta[key]
-    return None
+        footer = read_base_file_footer(mdt.data.storage, location)
+    except TableServiceError as e:
+        raise e.with_context(table=mdt.data.name) from e
+    if footer.bloom_filter_serialized is None or footer.bloom_filter_type is None:
+        return None
+    return footer.bloom_filter_type.value, footer.bloom_filter_serialized.encode("utf-8")

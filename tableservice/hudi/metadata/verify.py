@@ -4,8 +4,9 @@
   replaced ones included until a clean deletes them) with their sizes, against the live entries of the `files`
   partition; `__all_partitions__` must name every partition holding committed files.
 - `column_stats`: per listed Parquet base file and indexed column, the stored payload equals a recomputation from
-  the file; no record for a file no longer listed. (Log files: their records must exist; values not recomputed.)
-- `record_index`: exactly the keys of the latest slices of the live file groups, each pointing at its file group.
+  the file; no record for a file no longer listed. (Log files may have records; they are not recomputed.)
+- `record_index`: exactly the keys of the latest slices of the live file groups (read from storage, not through
+  the metadata table), each pointing at its file group.
 - `bloom_filters`: a live record per listed base file.
 Each problem is one `Difference` naming the metadata partition, the data partition, the key or file and what
 differs. Table versions 8 and 9.
@@ -13,15 +14,10 @@ differs. Table versions 8 and 9.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
-from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
-from tableservice.hudi.metadata import column_stats as cs
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
     NON_PARTITIONED,
@@ -30,12 +26,13 @@ from tableservice.hudi.metadata.keys import (
     column_stats_key,
     partition_key,
 )
+from tableservice.hudi.metadata.listing import committed_files
 from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.record_index import key_locations
 from tableservice.hudi.metadata.record_index import location as record_location
 from tableservice.hudi.metadata.records import live_files
-from tableservice.hudi.metadata.update import stats_index
+from tableservice.hudi.metadata.update import NewFile, file_stats, stats_index
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.read import ReadOptions, iter_read
 from tableservice.hudi.timeline.active import Timeline
 
 FILES = MetadataPartition.FILES.value
@@ -63,7 +60,7 @@ def verify_metadata_table(table: HudiTable, timeline: Timeline | None = None) ->
     mdt = MetadataTable.open(table, tl)
     if mdt is None:
         return []
-    expected = expected_files(table, tl)
+    expected = committed_files(table, tl)
     out: list[Difference] = []
     if FILES in mdt.partitions:
         out += _limit(_files(mdt, expected))
@@ -72,7 +69,7 @@ def verify_metadata_table(table: HudiTable, timeline: Timeline | None = None) ->
     if BLOOM_FILTERS in mdt.partitions:
         out += _limit(_bloom_filters(mdt, expected))
     if RECORD_INDEX in mdt.partitions:
-        out += _limit(_record_index(mdt, table, tl))
+        out += _limit(_record_index(mdt, table))
     return out
 
 
@@ -84,19 +81,6 @@ def _limit(diffs: Iterator[Difference]) -> list[Difference]:
             break
         out.append(d)
     return out
-
-
-def expected_files(table: HudiTable, timeline: Timeline) -> dict[str, dict[str, int]]:
-    """Partition -> file name -> size of every file of a completed instant, from a storage listing."""
-    view = table.file_system_view(timeline=timeline, listing=table.list_storage_files())
-    out: dict[str, dict[str, int]] = defaultdict(dict)
-    for group in view.all_file_groups():
-        for file_slice in group.slices:
-            if file_slice.base_file is not None:
-                out[group.partition_path][file_slice.base_file.file_name] = file_slice.base_file.size
-            for lf in file_slice.log_files:
-                out[group.partition_path][lf.file_name] = lf.size
-    return dict(out)
 
 
 def _files(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> Iterator[Difference]:
@@ -123,31 +107,36 @@ def _column_stats(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> It
         return
     stored = mdt.read_partition(COLUMN_STATS)
     wanted_keys: set[str] = set()
-    storage = mdt.data.storage
-    for partition, files in sorted(expected.items()):
-        for name in sorted(files):
-            keys = {c: column_stats_key(c, partition, name) for c in index.columns}
-            if name.startswith("."):
-                wanted_keys.update(keys.values())
-                # A log file holding only deletes or rollback blocks may have records; presence is not required.
+    # a log file holding only deletes or rollback blocks may have records: their presence is not required
+    wanted_keys.update(
+        column_stats_key(c, p, name)
+        for p, files in expected.items()
+        for name in files
+        if name.startswith(".")
+        for c in index.columns
+    )
+    base_files = [
+        NewFile(p, name, size)
+        for p, files in sorted(expected.items())
+        for name, size in sorted(files.items())
+        if name.endswith(".parquet")
+    ]
+    for f, payloads in zip(base_files, file_stats(mdt.data, base_files, index), strict=True):
+        recomputed = {p["columnName"]: p for p in payloads}  # none for a file without rows or without the column
+        for column in index.columns:
+            want = recomputed.get(column)
+            if want is None:
                 continue
-            if not name.endswith(".parquet"):
-                continue
-            location = f"{mdt.data.base_path}/{partition}/{name}" if partition else f"{mdt.data.base_path}/{name}"
-            payloads = {p["columnName"]: p for p in cs.parquet_file_stats(storage.read_bytes(location), name, index)}
-            for column, key in keys.items():
-                want = payloads.get(column)
-                record = stored.get(key)
-                have = record.get("ColumnStatsMetadata") if record else None
-                if want is None:
-                    continue  # no rows, or the file lacks the column: no record expected
-                wanted_keys.add(key)
-                if have is None:
-                    yield Difference(COLUMN_STATS, partition, f"{name} {column}", "no column stats record")
-                elif _normal(have) != _normal(want):
-                    yield Difference(
-                        COLUMN_STATS, partition, f"{name} {column}", f"stored {_short(have)}, recomputed {_short(want)}"
-                    )
+            key = column_stats_key(column, f.partition, f.name)
+            wanted_keys.add(key)
+            record = stored.get(key)
+            have = record.get("ColumnStatsMetadata") if record else None
+            if have is None:
+                yield Difference(COLUMN_STATS, f.partition, f"{f.name} {column}", "no column stats record")
+            elif _normal(have) != _normal(want):
+                yield Difference(
+                    COLUMN_STATS, f.partition, f"{f.name} {column}", f"stored {_short(have)}, recomputed {_short(want)}"
+                )
     for key, record in sorted(stored.items()):
         if key not in wanted_keys:
             payload = record.get("ColumnStatsMetadata") or {}
@@ -183,34 +172,20 @@ def _bloom_filters(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> I
         yield Difference(BLOOM_FILTERS, None, key, "record for a file no longer listed")
 
 
-def _record_index(mdt: MetadataTable, table: HudiTable, timeline: Timeline) -> Iterator[Difference]:
+def _record_index(mdt: MetadataTable, table: HudiTable) -> Iterator[Difference]:
     stored = mdt.read_partition(RECORD_INDEX)
-    wanted: dict[str, tuple[str, str]] = {}
-    options = ReadOptions(columns=("_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"))
-    for batch in iter_read(table, options):
-        for key, partition, file_name in zip(*(_strings(batch, c) for c in options.columns or []), strict=True):
-            if key is not None:
-                wanted[key] = (partition or "", _file_id(file_name or ""))
+    wanted = {key: (partition, file_id) for key, partition, file_id in key_locations(table)}
     for key in sorted(set(wanted) | set(stored)):
         record = stored.get(key)
-        if key not in stored:
+        if record is None:
             yield Difference(RECORD_INDEX, wanted[key][0], key, "key of the table is not indexed")
             continue
         if key not in wanted:
             yield Difference(RECORD_INDEX, None, key, "indexed key is not in the table")
             continue
         partition, file_id = wanted[key]
-        have = (record or {}).get("recordIndexMetadata") or {}
+        have = record.get("recordIndexMetadata") or {}
         want = record_location(partition, file_id, 0)
         got = {k: have.get(k) for k in ("partitionName", "fileIdHighBits", "fileIdLowBits", "fileIndex", "fileId")}
         if got != {k: want[k] for k in got}:
             yield Difference(RECORD_INDEX, partition, key, f"points at {got}, the record is in {file_id}")
-
-
-def _strings(batch: pa.Table, column: str) -> list[str | None]:
-    return [None if v is None else str(v) for v in batch.column(column).to_pylist()]
-
-
-def _file_id(file_name: str) -> str:
-    parsed = parse_base_file_name(file_name) or parse_log_file_name(file_name)
-    return parsed.file_id if parsed is not None else file_name
