@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from tableservice.errors import UnsupportedTableError
-from tableservice.hudi.file_group.log_format import BlockType, LogBlock, decode_data_block, iter_log_blocks
 from tableservice.hudi.metadata.column_stats import (
     ALWAYS_INDEXED_META_COLUMNS,
     MAX_COLUMNS_TO_INDEX,
@@ -29,15 +28,15 @@ from tableservice.hudi.metadata.column_stats import (
     column_stats_index,
     default_columns,
     index_from_definitions,
-    metadata_records,
     parquet_file_stats,
     records_stats,
     tombstone,
 )
 from tableservice.hudi.metadata.keys import column_stats_key
 from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.update import NewFile, file_stats, stats_records
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.storage import Storage, join
+from tableservice.storage import Storage
 from tests.support.fixtures import fixture_table_readonly
 
 NS = "org.apache.hudi.avro.model."
@@ -92,27 +91,16 @@ def recompute(name: str) -> Recomputed:
     stored_records = mdt.read_partition("column_stats")
     index = column_stats_index(storage, path, table.config.version)
     assert index is not None
+    # the write path's own functions: stats of each listed file, then its column_stats records
+    files = [NewFile(p, name, size) for p, names in mdt.file_listing().items() for name, size in names.items()]
+    payloads = file_stats(table, files, index)
+    base = sum(len(x) for f, x in zip(files, payloads, strict=True) if f.is_base_file)
+    log = sum(len(x) for f, x in zip(files, payloads, strict=True) if not f.is_base_file)
     computed: dict[str, dict[str, Any]] = {}
-    base = log = 0
-    for partition, files in mdt.file_listing().items():
-        for file_name in files:
-            location = join(path, partition, file_name) if partition else join(path, file_name)
-            if file_name.endswith(".parquet"):
-                payloads = parquet_file_stats(storage.read_bytes(location), file_name, index)
-                base += len(payloads)
-            else:
-                blocks = [
-                    decode_data_block(b, storage)
-                    for b in iter_log_blocks(storage, location)
-                    if isinstance(b, LogBlock) and b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
-                ]
-                records = pa.concat_tables(blocks) if blocks else pa.table({})
-                payloads = records_stats(records, file_name, index)
-                log += len(payloads)
-            for key, record in metadata_records(partition, payloads):
-                assert record["type"] == 3
-                assert key not in computed
-                computed[key] = record["ColumnStatsMetadata"]
+    for r in stats_records(("column_stats",), files, payloads):
+        assert r.partition == "column_stats" and r.value is not None and r.value["type"] == 3
+        assert r.key not in computed
+        computed[r.key] = r.value["ColumnStatsMetadata"]
     for record in stored_records.values():
         assert record["type"] == 3
     schema = json.loads(mdt.writer_schema() or "{}")
@@ -139,7 +127,14 @@ def test_every_fixture_record_is_recomputed_exactly(name: str, base_records: int
 def test_v8_delete_only_log_file_is_empty_v1() -> None:
     r = recompute(V8_TRIPS)
     empty = [p for p in r.computed.values() if p["valueCount"] == 0]
-    assert len(empty) == 18  # two delete-only log files x nine columns
+    delete_only = {  # the log files of the table's delete commit
+        ".6e1d5cc4-c487-487d-abbe-fe9b30b1c0cc-0_20251220210128625.log.1_0-1097-3150",
+        ".8aa68f7e-afd6-4c94-b86c-8a886552e08d-0_20251220210125441.log.1_0-1047-3000",
+    }
+    columns = [*ALWAYS_INDEXED_META_COLUMNS, "city", "driver", "fare", "rider", "ts", "uuid"]
+    assert sorted((p["fileName"], p["columnName"]) for p in empty) == sorted(
+        (f, c) for f in delete_only for c in columns
+    )
     for p in empty:
         assert p["minValue"] is None and p["maxValue"] is None and p["nullCount"] == 0 and p["totalSize"] == 0
         assert "valueType" not in p
@@ -167,7 +162,7 @@ def test_payloads_and_tombstones_round_trip_through_the_fixture_schema(name: str
     parsed = fastavro.parse_schema(r.schema)
     version = V2 if name == V9_META else V1
     payloads = [*r.computed.values(), tombstone("f.parquet", "c", version)]
-    for key, record in metadata_records("p", payloads):
+    for key, record in _records("p", payloads):
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed, record)
         buf.seek(0)
@@ -176,6 +171,13 @@ def test_payloads_and_tombstones_round_trip_through_the_fixture_schema(name: str
         if version == V1:
             back["ColumnStatsMetadata"].pop("valueType", None)
         assert strict(back) == strict(record), key
+
+
+def _records(partition: str, payloads: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(key, record) of column-stats payloads, as the write path builds them."""
+    files = [NewFile(partition, str(p["fileName"]), 0) for p in payloads]
+    out = stats_records(("column_stats",), files, [[p] for p in payloads])
+    return [(r.key, r.value) for r in out if r.value is not None]
 
 
 # ---- which columns
@@ -363,7 +365,7 @@ def test_empty_log_file_and_tombstones() -> None:
     assert (gone["isDeleted"], gone["valueCount"], gone["nullCount"], gone["totalSize"]) == (True, -1, -1, -1)
     assert gone["valueType"] == {"typeOrdinal": 1, "additionalInfo": None}
     assert "valueType" not in tombstone("f.parquet", "a", V1)
-    ((key, record),) = metadata_records("p=1", [gone])
+    ((key, record),) = _records("p=1", [gone])
     assert key == column_stats_key("a", "p=1", "f.parquet")
     assert record["type"] == 3 and record["ColumnStatsMetadata"] is not gone
 

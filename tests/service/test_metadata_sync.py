@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tableservice.hudi.action.clean import execute_clean, schedule_clean
-from tableservice.hudi.metadata.compaction import DEFAULT_MAX_DELTA_COMMITS, metadata_compaction_due
+from tableservice.hudi.metadata.compaction import metadata_compaction_due
 from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.verify import verify_metadata_table
@@ -107,12 +107,20 @@ def test_services_keep_the_metadata_table_in_step(name: str, tmp_path: Path, spa
         _check_in_step(path, rows, tmp_path, "clean", clean)
         ran.append("clean")
     assert "clustering" in ran and "clean" in ran, ran
-    # the metadata table's own compaction keeps its log files bounded (every fixture had up to 10 delta commits
-    # since its last compaction; 3 more were added)
+    # The metadata service, as it would run after these actions, compacts the metadata table once enough delta
+    # commits accumulated (5 here) and leaves it in step; a table below the threshold is left as it is.
+    policy_5 = MetadataPolicy(compact_max_delta_commits=5)
     table = HudiTable.open(Storage(), path)
     mdt = MetadataTable.open(table, table.timeline())
     assert mdt is not None
-    assert metadata_compaction_due(mdt).delta_commits < DEFAULT_MAX_DELTA_COMMITS
+    waiting = metadata_compaction_due(mdt, 5).delta_commits
+    done = maintain_metadata_table(table, policy_5)
+    assert (done.compaction is not None) == (waiting >= 5), waiting
+    table = HudiTable.open(Storage(), path)
+    mdt = MetadataTable.open(table, table.timeline())
+    assert mdt is not None
+    assert metadata_compaction_due(mdt, 5).delta_commits == (0 if waiting >= 5 else waiting)
+    _check_in_step(path, rows, tmp_path, "metadata maintenance", None)
 
 
 @pytest.mark.parametrize(("version", "table_type"), [(9, "MERGE_ON_READ"), (8, "COPY_ON_WRITE")])
