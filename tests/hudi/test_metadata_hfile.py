@@ -105,7 +105,7 @@ def test_many_blocks_round_trip(layout: str) -> None:
     assert h.cells == cells
     assert len(h.data_blocks) == len(h.data_index) > 10
     assert [e.offset for e in h.data_index] == [
-        sum(b[0].total_size for b in h.data_blocks[:i]) for i in range(len(h.data_blocks))
+        sum(b.total_size for b in h.data_blocks[:i]) for i in range(len(h.data_blocks))
     ]
     assert h.meta_blocks == {b"bloomFilter": b"x" * 10}
     assert h.file_info[b"schema"] == b'{"type":"record"}'

@@ -15,11 +15,9 @@ verified when the file has them (HBase's writer: CRC32C; Hudi's own writer write
 from __future__ import annotations
 
 import itertools
-import json
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
 
 import crc32c
 
@@ -60,10 +58,6 @@ class BlockHeader:
     on_disk_data_size_with_header: int
 
     @property
-    def payload_size(self) -> int:
-        return self.on_disk_data_size_with_header - HEADER_SIZE
-
-    @property
     def total_size(self) -> int:
         return HEADER_SIZE + self.on_disk_size_without_header
 
@@ -102,20 +96,13 @@ class HFile:
     meta_blocks: dict[bytes, bytes]
     trailer: Trailer
     data_index: list[IndexEntry] = field(default_factory=list)
-    # Per data block: its header (checksum type, chained offsets) and its cells' full KeyValue keys.
-    data_blocks: list[tuple[BlockHeader, list[bytes]]] = field(default_factory=list)
+    # The header of each data block (checksum type, chained offsets, sizes).
+    data_blocks: list[BlockHeader] = field(default_factory=list)
 
     @property
     def layout(self) -> str:
         """`hbase` (HBase's writer: minor version 3, KeyValue index keys) or `hudi` (Hudi 1.1's writer)."""
         return "hbase" if self.trailer.minor_version >= 3 else "hudi"
-
-    def schema(self) -> dict[str, Any] | None:
-        text = self.file_info.get(b"schema")
-        if not text:
-            return None
-        value = json.loads(text)
-        return value if isinstance(value, dict) else None
 
 
 def read_hfile(data: bytes, *, path: str) -> HFile:
@@ -133,18 +120,15 @@ def _read(data: bytes) -> HFile:
     if trailer.codec not in (CODEC_GZ, CODEC_NONE):
         raise UnsupportedTableError(f"HFile compression codec {trailer.codec} (only GZ and NONE are supported)")
     end = trailer.load_on_open_offset
-    blocks: list[tuple[BlockHeader, list[bytes]]] = []
+    blocks: list[BlockHeader] = []
     cells: list[tuple[bytes, bytes]] = []
     if trailer.first_data_block_offset != NO_OFFSET:
         offset = trailer.first_data_block_offset
         while offset <= trailer.last_data_block_offset:
             header, payload = read_block(data, offset, trailer.codec)
             if header.magic == DATA_MAGIC:
-                keys: list[bytes] = []
-                for key, value in _cells(payload):
-                    keys.append(key)
-                    cells.append((kv_row(key), value))
-                blocks.append((header, keys))
+                cells.extend((kv_row(key), value) for key, value in _cells(payload))
+                blocks.append(header)
             elif header.magic not in INLINE_MAGICS:
                 raise HFileFormatError(f"unexpected block {header.magic!r} at offset {offset} among data blocks")
             offset += header.total_size
