@@ -14,7 +14,7 @@ Decoded deletes are an Arrow table with columns `record_key` (string), `partitio
 `ordering_value` and `ordering_value_kind` (string: null, boolean, int, long, float, double, bytes, string,
 date, decimal, time_micros, timestamp_micros). `ordering_value` gets one Arrow type for the whole block:
 int32 (only int), int64 (int and long), float32 (only float), float64 (any mix of numbers with a float or
-double), bool, string, binary, date32, decimal128(30, 15), time64[us] or timestamp[us, tz=UTC] when all values
+double whose integers a double holds exactly), bool, string, binary, date32, decimal128(30, 15), time64[us] or timestamp[us, tz=UTC] when all values
 have that kind; null when every value is null; and, for any other mix, a string column holding each value's
 text (ints and floats in Python's str form, bytes in hex, dates/times in ISO form, decimals as plain numbers).
 Hudi writes `int 0` when a delete carries no ordering value ("natural order": the delete wins regardless of
@@ -226,7 +226,8 @@ def _unify(present: set[str], values: Sequence[Any], kinds: Sequence[str]) -> tu
         return _SINGLE[kind], vals
     if present <= {"int", "long"}:
         return pa.int64(), vals
-    if present <= {"int", "long", "float", "double"}:
+    exact = all(v is None or k not in ("int", "long") or abs(v) <= 2**53 for v, k in zip(vals, kinds, strict=True))
+    if present <= {"int", "long", "float", "double"} and exact:
         return pa.float64(), [None if v is None else float(v) for v in vals]
     return pa.string(), [None if k == "null" else _text(v, k) for v, k in zip(vals, kinds, strict=True)]
 
