@@ -24,15 +24,8 @@ import time
 from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.hudi.action.commit import Held, LockFactory, complete, no_lock
 from tableservice.hudi.action.plan_paths import resolve_absolute
-from tableservice.hudi.file_group.filenames import LogFileName, parse_base_file_name, parse_log_file_name
-from tableservice.hudi.file_group.log_format import (
-    BlockType,
-    LogBlock,
-    append_log_blocks,
-    encode_command_block,
-    iter_log_blocks,
-    rollback_header,
-)
+from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.file_group.rollback_blocks import append_rollback_block, has_blocks_of
 from tableservice.hudi.models import (
     HoodieInstantInfo,
     HoodieRollbackMetadata,
@@ -49,7 +42,6 @@ from tableservice.hudi.write.markers import MarkerType, delete_markers, list_mar
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
-ROLLBACK_WRITE_TOKEN = "1-0-1"
 TABLE_SERVICE_ACTIONS = frozenset({Action.COMPACTION, Action.LOG_COMPACTION, Action.CLUSTERING})
 
 
@@ -86,7 +78,7 @@ def plan_rollback(table: HudiTable, target: Instant) -> HoodieRollbackPlan:
                     continue
                 if table.config.version >= 8 and lname.instant_time == t:
                     deletes.setdefault(partition, []).append(fi.location)
-                elif table.config.version < 8 and _has_blocks_of(table, fi.location, t):
+                elif table.config.version < 8 and has_blocks_of(table.storage, fi.location, t, table=table.name):
                     appended.setdefault((partition, lname.file_id, lname.instant_time), {})[fi.location] = fi.size
     requests = [
         HoodieRollbackRequest(
@@ -113,20 +105,6 @@ def plan_rollback(table: HudiTable, target: Instant) -> HoodieRollbackPlan:
         RollbackRequests=tuple(requests),
         version=1,
     )
-
-
-def _has_blocks_of(table: HudiTable, location: str, instant_time: str) -> bool:
-    try:
-        for block in iter_log_blocks(table.storage, location, table=table.name):
-            if (
-                isinstance(block, LogBlock)
-                and block.block_type is not BlockType.COMMAND
-                and (block.instant_time == instant_time)
-            ):
-                return True
-    except TableServiceError:
-        return False
-    return False
 
 
 def rollback(
@@ -250,21 +228,12 @@ def _append_rollback_block(
     table: HudiTable, request: HoodieRollbackRequest, rollback_time: str, target: str, plan_file: str
 ) -> dict[str, int]:
     """Table version 6: a command block that drops `target`'s blocks, in a new log file of the slice."""
-    partition = request.partition_path
-    folder = partition_location(table.base_path, partition)
-    fid = request.file_id or ""
-    base = request.latest_base_instant or ""
-    versions = [0]
-    for fi in table.storage.list(folder):
-        lname = parse_log_file_name(fi.name)
-        if lname is not None and lname.file_id == fid and lname.instant_time == base:
-            versions.append(lname.version)
+    folder = partition_location(table.base_path, request.partition_path)
     # The plan's paths must lie inside the table (plans may come from other writers). A run interrupted after
     # writing the block writes another one on resume; a second rollback block of the same target is harmless.
     for loc in request.log_blocks_to_be_deleted or {}:
         resolve_absolute(table.base_path, loc, plan_file=plan_file)
-    name = LogFileName(fid, base, max(versions) + 1, ROLLBACK_WRITE_TOKEN).name
-    location = join(folder, name)
-    block = encode_command_block(rollback_header(rollback_time, target))
-    append_log_blocks(table.storage, location, [block], create_only=True)
-    return {location: len(block)}
+    location, size = append_rollback_block(
+        table.storage, folder, request.file_id or "", request.latest_base_instant or "", rollback_time, target
+    )
+    return {location: size}

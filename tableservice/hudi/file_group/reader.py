@@ -6,7 +6,8 @@ per record key, all columns) plus one base row group and its merged copy. Base f
 
 Which log blocks count as data (Hudi's rules):
 - Corrupt blocks are skipped (the log reader already resynchronised on the next magic).
-- A rollback command block drops every block written for its target instant, wherever it sits.
+- A rollback command block drops the blocks of its target instant read before it (in log order); blocks a
+  later attempt of the same instant wrote after it count (Hudi's log scanner).
 - Table version 6 checks each block: its instant must be completed on the active timeline or older than the
   timeline's first instant (archived). Versions 8 and 9 check per log file (in the file-system view).
 - Blocks written after the read's instant (time travel) are skipped.
@@ -110,7 +111,6 @@ def scan_log_blocks(
     metadata table only: `hfile_blocks=True` keeps them, otherwise they are an error."""
     scan = LogScan()
     candidates: list[LogBlock] = []
-    rolled_back: set[str] = set()
     compacted: set[str] = set()
     for location in log_locations:
         scan.stats.log_files += 1
@@ -122,7 +122,9 @@ def scan_log_blocks(
             if block.block_type is BlockType.COMMAND:
                 if block.is_rollback_command and block.target_instant_time:
                     scan.stats.rollback_blocks += 1
-                    rolled_back.add(block.target_instant_time)
+                    kept = [b for b in candidates if b.instant_time != block.target_instant_time]
+                    scan.stats.skipped_blocks += len(candidates) - len(kept)
+                    candidates = kept
                 continue
             if block.block_type is BlockType.HFILE_DATA and not hfile_blocks:
                 raise UnsupportedTableError(
@@ -139,7 +141,7 @@ def scan_log_blocks(
             candidates.append(block)
     for block in candidates:
         t = block.instant_time
-        if t in rolled_back or (t in compacted and not block.header.get(HeaderKey.COMPACTED_BLOCK_TIMES)):
+        if t in compacted and not block.header.get(HeaderKey.COMPACTED_BLOCK_TIMES):
             scan.stats.skipped_blocks += 1
             continue
         scan.blocks.append(block)

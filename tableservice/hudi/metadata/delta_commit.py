@@ -5,10 +5,12 @@ For a data action at instant `t`, under the data table's lock and before the dat
    the data commit) is removed: its log files, then its timeline files. Its blocks were invalid to every reader,
    since the data instant never completed;
 2. `<t>.deltacommit.requested`, then `.inflight`;
-3. per touched file group one new log file `.<fileId>_<t>.log.1_<token>` holding one HFile data block (the
-   records, sorted by key) and, when keys are removed, one delete block;
-4. `<t>_<c>.deltacommit` with one write stat per log file.
-Table version 6 metadata tables (log files named by base instant, appended to) are not written yet.
+3. per touched file group one new log file holding one HFile data block (the records, sorted by key) and, when
+   keys are removed, one delete block. Versions 8 and 9 name it `.<fileId>_<t>.log.1_<token>`; version 6 names
+   it by the base instant of the group's latest slice with the next version, `.<fileId>_<base>.log.<n+1>_<token>`
+   (Hudi on storage that cannot append), and its inflight file lists the touched groups with that base instant
+   as `prevCommit`, which Hudi's own rollback of a failed attempt reads;
+4. `<t>.deltacommit` (`<t>_<c>.deltacommit` from version 8) with one write stat per log file.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from typing import Any
 
 import fastavro
 
-from tableservice.errors import InvalidTableConfigError, UnsupportedTableError
-from tableservice.hudi.file_group.filenames import parse_log_file_name
+from tableservice.errors import InvalidTableConfigError
+from tableservice.hudi.file_group.filenames import LogFileName, parse_log_file_name
 from tableservice.hudi.file_group.log_format import HeaderKey, append_log_blocks, encode_delete_block
 from tableservice.hudi.file_group.log_format.blocks import BlockType, frame_block
 from tableservice.hudi.file_group.log_format.deletes import DeleteRecord
+from tableservice.hudi.file_group.rollback_blocks import has_blocks_of, next_log_version
 from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
+from tableservice.hudi.metadata.instants import uses_suffixes
 from tableservice.hudi.metadata.keys import file_group_index, routes_by_value
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.schema import metadata_record_schema_json
@@ -37,7 +41,7 @@ from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, enco
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant
-from tableservice.storage import join
+from tableservice.storage import FileInfo, join
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +62,6 @@ def write_delta_commit(
 ) -> Instant:
     """Write and complete the metadata table's delta commit at `instant_time` (see the module docstring)."""
     table = mdt.mdt
-    if table.config.version < 8:
-        raise UnsupportedTableError(
-            "writing a table version 6 metadata table is not supported yet", table=mdt.data.name, path=table.base_path
-        )
     timeline = _remove_earlier_attempt(mdt, instant_time)
     schema_json = writer_schema(mdt)
     parsed = fastavro.parse_schema(json.loads(schema_json))
@@ -71,10 +71,14 @@ def write_delta_commit(
         if r.partition not in routes:
             routes[r.partition] = _router(mdt, r.partition)
         by_group[(r.partition, routes[r.partition](r.key))][r.key] = r.value
-    inflight = table.active.transition_to_inflight(table.active.create_requested(instant_time, Action.DELTA_COMMIT))
+    targets = _LogTargets(mdt, instant_time)
+    touched = {key: targets.target(*key) for key in sorted(by_group)}
+    requested = table.active.create_requested(instant_time, Action.DELTA_COMMIT)
+    inflight = table.active.transition_to_inflight(requested, _workload(table.config.version, touched, operation))
     stats: dict[str, list[HoodieWriteStat]] = defaultdict(list)
     for (partition, file_id), values in sorted(by_group.items()):
-        stats[partition].append(_write_log_file(mdt, partition, file_id, instant_time, values, schema_json, parsed))
+        target = touched[(partition, file_id)]
+        stats[partition].append(_write_log_file(mdt, partition, target, instant_time, values, schema_json, parsed))
     metadata = HoodieCommitMetadata(
         partition_to_write_stats={p: tuple(s) for p, s in stats.items()},
         compacted=False,
@@ -93,10 +97,61 @@ def write_delta_commit(
     return done
 
 
+@dataclass(frozen=True)
+class _LogTarget:
+    """Where a delta commit's records for one file group go: the new log file and the slice it joins."""
+
+    name: LogFileName
+    prev_commit: str
+    base_file: str
+
+
+class _LogTargets:
+    def __init__(self, mdt: MetadataTable, instant_time: str) -> None:
+        self.mdt = mdt
+        self.instant_time = instant_time
+        self.by_version = uses_suffixes(mdt.mdt.config.version)
+        self._listings: dict[str, list[FileInfo]] = {}
+
+    def target(self, partition: str, file_id: str) -> _LogTarget:
+        if not self.by_version:
+            return _LogTarget(LogFileName(file_id, self.instant_time, 1, WRITE_TOKEN), self.instant_time, "")
+        latest = self.mdt.latest_slices(partition).get(file_id)
+        if latest is None:
+            raise InvalidTableConfigError(
+                f"metadata file group {file_id} has no file slice",
+                table=self.mdt.data.name,
+                path=partition_location(self.mdt.mdt.base_path, partition),
+            )
+        if partition not in self._listings:
+            self._listings[partition] = self.mdt.partition_listing(partition)
+        base = latest.base_instant_time
+        version = next_log_version(self._listings[partition], file_id, base)
+        base_file = latest.base_file.file_name if latest.base_file is not None else ""
+        return _LogTarget(LogFileName(file_id, base, version, WRITE_TOKEN), base, base_file)
+
+
+def _workload(table_version: int, touched: dict[tuple[str, str], _LogTarget], operation: str) -> bytes:
+    """The inflight file: empty from version 8; version 6 lists each touched group with the base instant of the
+    slice it appends to (Hudi's rollback of a failed attempt writes its command blocks from these)."""
+    if not uses_suffixes(table_version):
+        return b""
+    stats: dict[str, list[HoodieWriteStat]] = defaultdict(list)
+    for (partition, file_id), target in touched.items():
+        stats[partition].append(HoodieWriteStat(file_id=file_id, prev_commit=target.prev_commit))
+    metadata = HoodieCommitMetadata(
+        partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
+        compacted=False,
+        extra_metadata={},
+        operation_type=operation,
+    )
+    return encode_commit_metadata(metadata, table_version=table_version)
+
+
 def _write_log_file(
     mdt: MetadataTable,
     partition: str,
-    file_id: str,
+    target: _LogTarget,
     instant_time: str,
     values: dict[str, dict[str, Any] | None],
     schema_json: str,
@@ -121,13 +176,13 @@ def _write_log_file(
         blocks.append(
             encode_delete_block([DeleteRecord(k, partition, 0) for k in deleted], header)  # orderingVal IntWrapper 0
         )
-    name = f".{file_id}_{instant_time}.log.1_{WRITE_TOKEN}"
+    name = target.name.name
     location = join(partition_location(mdt.mdt.base_path, partition), name)
     result = append_log_blocks(mdt.mdt.storage, location, blocks, create_only=True)
     return HoodieWriteStat(
-        file_id=file_id,
+        file_id=target.name.file_id,
         path=f"{partition}/{name}",
-        prev_commit=instant_time,
+        prev_commit=target.prev_commit,
         num_writes=len(values),
         num_deletes=len(deleted),
         num_update_writes=len(cells),
@@ -136,9 +191,9 @@ def _write_log_file(
         total_write_errors=0,
         partition_path=partition,
         file_size_in_bytes=result.size,
-        log_version=1,
+        log_version=target.name.version,
         log_offset=0,
-        base_file="",
+        base_file=target.base_file,
         log_files=(name,),
     )
 
@@ -172,10 +227,16 @@ def _remove_earlier_attempt(mdt: MetadataTable, instant_time: str) -> Timeline:
     existing = mdt.mdt_timeline.get(instant_time)
     if existing is None:
         return mdt.mdt_timeline
+    by_version = uses_suffixes(table.config.version)
     for partition in mdt.storage_partitions():
         for fi in mdt.partition_listing(partition):
             parsed = parse_log_file_name(fi.name)
-            if parsed is not None and parsed.instant_time == instant_time:
+            if parsed is None:
+                continue
+            # Each attempt writes new log files: named with the instant (version 8+), or holding its blocks only.
+            if parsed.instant_time == instant_time or (
+                by_version and has_blocks_of(table.storage, fi.location, instant_time, table=mdt.data.name)
+            ):
                 table.storage.delete(fi.location)
     if existing.is_completed:
         table.active.delete_completed(existing)

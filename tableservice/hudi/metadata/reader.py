@@ -27,7 +27,7 @@ from tableservice.hudi.metadata.hfile import read_hfile
 from tableservice.hudi.metadata.keys import ALL_PARTITIONS_KEY, NON_PARTITIONED, MetadataPartition
 from tableservice.hudi.metadata.records import RawRecord, is_live, live_files, merge_for
 from tableservice.hudi.metadata.valid_instants import valid_instant_times
-from tableservice.hudi.table.fs_view import FileSlice
+from tableservice.hudi.table.fs_view import FileSlice, FileSystemView
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant
@@ -59,7 +59,7 @@ class MetadataTable:
         self.mdt = mdt
         self.mdt_timeline = mdt_timeline
         self._valid: frozenset[str] | None = None
-        self._slices: dict[str, list[FileSlice]] | None = None
+        self._views: dict[str, FileSystemView] = {}
         self._index_defs: dict[str, dict[str, Any]] | None = None
         self._index_defs_read = False
 
@@ -138,17 +138,22 @@ class MetadataTable:
         folder = join(self.mdt.base_path, partition)
         return [fi for fi in self.mdt.storage.list(folder) if not fi.is_dir]
 
+    def view(self, partition: str) -> FileSystemView:
+        """The file-system view of one metadata partition (one listing of its folder, kept for this snapshot)."""
+        if partition not in self._views:
+            listing = {partition: self.partition_listing(partition)}
+            self._views[partition] = self.mdt.file_system_view(timeline=self.mdt_timeline, listing=listing)
+        return self._views[partition]
+
     def file_slices(self, partition: str) -> list[FileSlice]:
-        """The latest file slices of one metadata partition, ordered by file id (file group index). Reading one
-        partition (`files` for a listing) lists only its folder."""
-        if self._slices is None:
-            self._slices = {}
-        if partition not in self._slices:
-            view = self.mdt.file_system_view(
-                timeline=self.mdt_timeline, listing={partition: self.partition_listing(partition)}
-            )
-            self._slices[partition] = view.latest_merged_slices(partition)
-        return sorted(self._slices[partition], key=lambda s: s.file_id)
+        """The latest file slices of one metadata partition for reading (a slice a pending compaction opened is
+        merged with the one before it), ordered by file id (file group index)."""
+        return sorted(self.view(partition).latest_merged_slices(partition), key=lambda s: s.file_id)
+
+    def latest_slices(self, partition: str) -> dict[str, FileSlice]:
+        """file id -> the slice new log files join (table version 6 names them by its base instant); the slice a
+        pending compaction opened when there is one."""
+        return {s.file_id: s for s in self.view(partition).latest_slices(partition)}
 
     def writer_schema(self) -> str | None:
         """The record schema (JSON text) the table's files were written with: from the `files` partition's base

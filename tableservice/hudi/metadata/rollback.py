@@ -3,8 +3,10 @@
 A writer that crashed after completing its metadata delta commit `x` but before completing its data instant
 leaves `x` in the metadata table (invisible to readers by the valid-instant rule). When the data table rolls `x`
 back at `r`, the metadata table gets its own rollback at `r`: plan (`<r>.rollback.requested`), inflight, the log
-and base files written at `x` deleted, `x`'s timeline files removed, then `<r>_<c>.rollback`. Table versions 8 and
-9 (log files named by the delta commit that wrote them); version 6 metadata tables are refused.
+and base files written at `x` deleted, `x`'s timeline files removed, then `<r>_<c>.rollback`. In table version 6
+log files are named by their slice's base instant and `x`'s blocks cannot be deleted: every log file holding
+them gets a rollback command block appended to its slice (a new log file), and the rollback's instant is
+`<r>006` (see `instants`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from collections import defaultdict
 
 from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
+from tableservice.hudi.file_group.rollback_blocks import append_rollback_block, has_blocks_of
 from tableservice.hudi.metadata.compaction import COMPACTION_ACTIONS
+from tableservice.hudi.metadata.instants import uses_suffixes
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.models import (
     HoodieInstantInfo,
@@ -26,6 +30,7 @@ from tableservice.hudi.models import (
     encode_rollback_metadata,
     encode_rollback_plan,
 )
+from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.timeline.instant import Action, Instant, State
 
 log = logging.getLogger(__name__)
@@ -42,10 +47,6 @@ def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_tim
     target = next((i for i in timeline if i.requested_time == target_time and i.action is not Action.ROLLBACK), None)
     if target is None and done is None:
         return None
-    if table.config.version < 8:
-        raise UnsupportedTableError(
-            "rolling back a table version 6 metadata table is not supported", table=mdt.data.name, path=table.base_path
-        )
     compactions = [i for i in timeline.completed() if i.action in COMPACTION_ACTIONS and i.requested_time > target_time]
     if target is not None and target.is_completed and compactions:
         raise UnsupportedTableError(
@@ -57,21 +58,38 @@ def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_tim
         )
     started = time.monotonic()
     files: dict[str, list[str]] = defaultdict(list)
+    appended: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)  # (partition, file id, base) -> logs
+    in_place = uses_suffixes(table.config.version)
     for partition in mdt.storage_partitions():
         for fi in mdt.partition_listing(partition):
-            parsed = parse_log_file_name(fi.name) or parse_base_file_name(fi.name)
+            log_name = parse_log_file_name(fi.name)
+            parsed = log_name or parse_base_file_name(fi.name)
             if parsed is not None and parsed.instant_time == target_time:
                 files[partition].append(fi.location)
+            elif log_name is not None and in_place and has_blocks_of(table.storage, fi.location, target_time):
+                appended[(partition, log_name.file_id, log_name.instant_time)][fi.location] = fi.size
     version = table.config.version
     action = target.action if target is not None else Action.DELTA_COMMIT
     if done is None:
         plan = HoodieRollbackPlan(
             instant_to_rollback=HoodieInstantInfo(commit_time=target_time, action=action.value),
-            RollbackRequests=tuple(
-                HoodieRollbackRequest(
-                    partition_path=p, file_id="", latest_base_instant="", files_to_be_deleted=tuple(sorted(v))
-                )
-                for p, v in sorted(files.items())
+            RollbackRequests=(
+                *(
+                    HoodieRollbackRequest(
+                        partition_path=p, file_id="", latest_base_instant="", files_to_be_deleted=tuple(sorted(v))
+                    )
+                    for p, v in sorted(files.items())
+                ),
+                *(
+                    HoodieRollbackRequest(
+                        partition_path=p,
+                        file_id=fid,
+                        latest_base_instant=base,
+                        files_to_be_deleted=(),
+                        log_blocks_to_be_deleted=dict(sorted(logs.items())),
+                    )
+                    for (p, fid, base), logs in sorted(appended.items())
+                ),
             ),
             version=1,
         )
@@ -87,6 +105,20 @@ def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_tim
         deleted += len(locations)
         partitions[p] = HoodieRollbackPartitionMetadata(
             partition_path=p, success_delete_files=tuple(sorted(locations)), failed_delete_files=()
+        )
+    for (p, fid, base), logs in sorted(appended.items()):
+        folder = partition_location(table.base_path, p)
+        written, size = append_rollback_block(table.storage, folder, fid, base, rollback_time, target_time)
+        previous = partitions.get(p)
+        partitions[p] = HoodieRollbackPartitionMetadata(
+            partition_path=p,
+            success_delete_files=previous.success_delete_files if previous else (),
+            failed_delete_files=(),
+            rollback_log_files={**((previous.rollback_log_files or {}) if previous else {}), written: size},
+            log_files_from_failed_commit={
+                **((previous.log_files_from_failed_commit or {}) if previous else {}),
+                **logs,
+            },
         )
     if target is not None:
         if target.is_completed:
