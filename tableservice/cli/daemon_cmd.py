@@ -122,8 +122,6 @@ def cmd_once(args: argparse.Namespace) -> int:
                 what = f"{f.action} {f.instant}" if f.instant else f.action
                 print(f"{worker.label}: {what} failed: {type(f.error).__name__}: {f.error}", file=sys.stderr)
                 failures += 1
-            if worker.status.health is TableHealth.UNSUPPORTED:
-                print(f"{worker.label}: unsupported: {worker.status.health_reason}")
     return 1 if failures else 0
 
 

@@ -6,7 +6,7 @@ share state). The service calls its typed methods; nothing outside this package 
 
 Labels: `table` (the table's configured name), `action` (Hudi's action name: compaction, logcompaction,
 clustering, clean, rollback, indexing...), `lock` (the lock provider's name), `kind` (an error's class
-name) and `reason` (why a table is unsupported, e.g. metadata_table).
+name).
 
 Values are seconds and bytes (Prometheus base units); counts and durations must not be negative (a
 `ValueError` says which metric got which value). Measure durations with a monotonic clock.
@@ -113,8 +113,6 @@ class Metrics:
         self._lock = threading.Lock()
         # table -> the (metric, label values) series created for it, so forget_table can remove them.
         self._series: dict[str, set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
-        # table -> reasons ever reported by set_unsupported.
-        self._unsupported_reasons: dict[str, set[str]] = {}
 
         def name(suffix: str) -> str:
             return f"{NAMESPACE}_{suffix}"
@@ -192,10 +190,6 @@ class Metrics:
         self._held_back = Gauge(
             name("actions_held_back"), "Actions not retried after a permanent failure (a corrupt file, a bad plan)",
             ("table", "action"), registry=reg,
-        )  # fmt: skip
-        self._unsupported = Gauge(
-            name("table_unsupported"), "1 while the table is skipped as unsupported, for this reason",
-            ("table", "reason"), registry=reg,
         )  # fmt: skip
         # --- process
         self._build_info = Info(name("build"), "Build of the tableservice daemon", registry=reg)
@@ -316,16 +310,6 @@ class Metrics:
         """How many pending actions of `action` on `table` are held back after a permanent failure."""
         self._child(self._held_back, table, _check_label("action", action)).set(_check_non_negative("held", count))
 
-    def set_unsupported(self, table: str, reason: str | None) -> None:
-        """`table` is skipped as unsupported for `reason` (1), or supported again (None: every reason 0)."""
-        with self._lock:
-            reasons = self._unsupported_reasons.setdefault(table, set())
-            if reason is not None:
-                reasons.add(_check_label("reason", reason))
-            known = sorted(reasons)
-        for known_reason in known:
-            self._child(self._unsupported, table, known_reason).set(1 if known_reason == reason else 0)
-
     # --- process -----------------------------------------------------------------------------------
 
     def set_up(self, up: bool) -> None:
@@ -343,7 +327,6 @@ class Metrics:
         """Remove every series labelled with `table` (the table left the configuration)."""
         with self._lock:
             series = self._series.pop(table, set())
-            self._unsupported_reasons.pop(table, None)
         for metric, labels in series:
             metric.remove(*labels)
 

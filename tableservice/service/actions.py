@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 
-from tableservice.errors import InstantNotPendingError, InvalidPlanError, UnsupportedTableError
+from tableservice.errors import InstantNotPendingError, InvalidPlanError
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.action.commit import ConflictCheck, WriteStats, complete
 from tableservice.hudi.action.compact import start_attempt
@@ -23,7 +23,6 @@ from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.action.tasks import Task
 from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat
-from tableservice.hudi.table.config import TableConfig
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
@@ -61,22 +60,6 @@ class TableContext:
 
     def lock_factory(self) -> Callable[[], AbstractContextManager[object]]:
         return self.locked
-
-
-def metadata_table_unsupported(config: TableConfig) -> str | None:
-    """Why the daemon cannot keep this table's metadata table in step, or None when it can (or there is none)."""
-    if config.has_metadata_table and config.version < 8:
-        return (
-            "table version 6 metadata tables (hoodie.table.metadata.partitions) are not kept in step yet; the table "
-            "is left unchanged"
-        )
-    return None
-
-
-def check_metadata_table_supported(table: HudiTable) -> None:
-    reason = metadata_table_unsupported(table.config)
-    if reason is not None:
-        raise UnsupportedTableError(reason, table=table.name, path=table.config.path)
 
 
 def pending_plan(

@@ -32,7 +32,7 @@ from tableservice.planning.clustering.plan import clustering_action, encode_requ
 from tableservice.planning.clustering.policy import ClusteringPolicy, LayoutOptimizationStrategy
 from tableservice.planning.clustering.trigger import clustering_due
 from tableservice.planning.clustering.validate import validate_clustering_plan
-from tableservice.service.actions import TableContext, check_metadata_table_supported, pending_plan, run_plan
+from tableservice.service.actions import TableContext, pending_plan, run_plan
 from tableservice.service.protocol import Outcome, ServiceBase
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,6 @@ def schedule_clustering(
     ctx: TableContext, policy: ClusteringPolicy, *, force: bool = False, instant_time: str | None = None
 ) -> Instant | None:
     table = ctx.table
-    check_metadata_table_supported(table)
     table.merge_config()  # a table whose records cannot be merged gets no plan
     if not force:  # `force`: the caller found it due; the plan is made on the timeline re-read under the lock
         due, reason = clustering_due(table, table.reload(), policy)
@@ -129,7 +128,6 @@ def execute_clustering(
 ) -> ClusteringResult:
     started = time.monotonic()
     table = ctx.table
-    check_metadata_table_supported(table)
     instant, timeline = pending_plan(ctx, instant_time, "clustering", table.is_clustering)
     table.merge_config()
     plan = table.clustering_plan(instant)

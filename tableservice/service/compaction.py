@@ -28,7 +28,6 @@ from tableservice.planning.compaction.trigger import CompactionTableState, DueDe
 from tableservice.planning.compaction.validate import validate_compaction_plan
 from tableservice.service.actions import (
     TableContext,
-    check_metadata_table_supported,
     pending_plan,
     run_plan,
 )
@@ -61,7 +60,6 @@ class CompactionResult:
 
 
 def check_supported(table: HudiTable) -> None:
-    check_metadata_table_supported(table)
     if not table.config.is_mor:
         raise UnsupportedTableError("compaction applies to merge-on-read tables only", table=table.name)
 

@@ -385,8 +385,7 @@ class Daemon:
         if not failed:
             held = str(status.held_back[0]["error"]) if status.held_back else None
             status.update(consecutive_failures=0, last_error=held)
-            if status.health is not TableHealth.UNSUPPORTED:
-                status.set_health(TableHealth.DEGRADED if held else TableHealth.OK, held)
+            status.set_health(TableHealth.DEGRADED if held else TableHealth.OK, held)
             return
         error = str(failed[0].error)
         status.update(consecutive_failures=status.consecutive_failures + 1, last_error=error)

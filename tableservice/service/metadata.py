@@ -5,8 +5,9 @@ metadata table's log files, file slices and timeline bounded is this service, la
 table's lock (the lock Hudi's writers hold while they run the same services) it compacts the metadata table when
 `hoodie.metadata.compact.max.delta.commits` delta commits completed since its last compaction (or finishes a
 compaction a crash left pending), cleans the file slices that compaction superseded, and archives its timeline.
-It serves tables of version 8 and 9 with a metadata table. No plan is written before execution: `schedule`
-names the metadata table's newest instant and `execute` decides again under the lock.
+It serves tables of version 6, 8 and 9 with a metadata table (version 6 names the compaction and clean
+after the latest metadata delta commit, see `tableservice.hudi.metadata.instants`). No plan is written before
+execution: `schedule` names the metadata table's newest instant and `execute` decides again under the lock.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tableservice.hudi.action.archival import archive
 from tableservice.hudi.action.clean import execute_clean, pending_cleans, schedule_clean
 from tableservice.hudi.metadata.archival import before_bound, metadata_archival_bound
 from tableservice.hudi.metadata.compaction import COMPACTION_ACTIONS, compact_metadata_table, metadata_compaction_due
+from tableservice.hudi.metadata.instants import CLEAN_SUFFIX, suffixed, uses_suffixes
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline.active import Timeline
@@ -61,7 +63,7 @@ class MetadataService(ServiceBase[MetadataPolicy]):
         self._not_due_at: dict[str, int] = {}  # table base path -> data timeline mark last found not due
 
     def applies(self, snapshot: TableSnapshot) -> bool:
-        return bool(snapshot.config.metadata_partitions) and snapshot.config.version >= 8
+        return bool(snapshot.config.metadata_partitions)
 
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return []
@@ -132,24 +134,28 @@ def maintain_metadata_table(table: HudiTable, policy: MetadataPolicy) -> Metadat
     compaction = compact_metadata_table(mdt, policy.compact_max_delta_commits)
     mdt_table = mdt.mdt
     clean = None
-    if _clean_due(mdt_table.reload(), policy.cleaner_commits_retained):
-        clean = _clean(mdt_table, policy)
+    mdt_timeline = mdt_table.reload()
+    if _clean_due(mdt_timeline, policy.cleaner_commits_retained):
+        clean = _clean(mdt_table, mdt_timeline, policy)
     archived: tuple[Instant, ...] = ()
     if len(mdt_table.reload().completed()) > policy.keep_max_commits:
         archived = tuple(archive(mdt_table, _MetadataArchival(policy, timeline)))
     return MetadataMaintenance(compaction, clean, archived)
 
 
-def _clean(mdt_table: HudiTable, policy: MetadataPolicy) -> Instant | None:
+def _clean(mdt_table: HudiTable, mdt_timeline: Timeline, policy: MetadataPolicy) -> Instant | None:
     """Delete the file slices no reader of the latest `hoodie.metadata.cleaner.commits.retained` delta commits
     needs (the metadata table is cleaned like any merge-on-read table; the data table's lock is held)."""
     pending = pending_cleans(mdt_table)
     instant = pending[0] if pending else None
     if instant is None:
+        instant_time = suffixed(mdt_timeline, CLEAN_SUFFIX) if uses_suffixes(mdt_table.config.version) else None
+        if instant_time is not None and any(instant_time <= x for x in mdt_timeline.all_times()):
+            instant_time = None  # a later metadata instant (a rollback at `<r>006`): a fresh time, as Hudi's would
         planner = CleanPlanner(
             CleanPolicy.from_mapping({"hoodie.cleaner.commits.retained": policy.cleaner_commits_retained})
         )
-        instant = schedule_clean(mdt_table, planner, force=True)
+        instant = schedule_clean(mdt_table, planner, force=True, instant_time=instant_time)
     if instant is None:
         return None
     execute_clean(mdt_table, instant)

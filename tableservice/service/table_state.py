@@ -71,7 +71,6 @@ class TableHealth(StrEnum):
     DEGRADED = "degraded"  # served, but an action is held back after a permanent failure
     FAILING = "failing"  # the last pass failed; retried with back-off
     QUARANTINED = "quarantined"  # not served until `quarantined_until`
-    UNSUPPORTED = "unsupported"  # left unchanged (e.g. a metadata table)
     ERROR = "error"  # could not be read (status command)
 
 

@@ -28,13 +28,12 @@ from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
-from tableservice.service.actions import ActionHooks, TableContext, metadata_table_unsupported
+from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
     PassResult,
     RunningActions,
-    TableHealth,
     TableSettings,
     TableStatus,
     age_seconds,
@@ -153,19 +152,13 @@ class TableWorker:
                 last_compaction=done[-1].requested_time if done else None,
                 last_poll=time.time(),
             )
-            unsupported = metadata_table_unsupported(config)
-            if unsupported is not None:
-                self.status.set_health(TableHealth.UNSUPPORTED, unsupported)
-            elif self.status.health is TableHealth.UNSUPPORTED:
-                self.status.set_health(TableHealth.UNKNOWN)
             pending = {svc.name: svc.pending(snapshot) for svc in self._services if svc.plans_on_timeline}
             if self.metrics is not None:
                 for name, instants in pending.items():
                     oldest = age_seconds(instants[0], tz) if instants else 0.0
                     self.metrics.set_pending(self.label, name, count=len(instants), oldest_age_seconds=oldest)
-                self.metrics.set_unsupported(self.label, None if unsupported is None else "metadata_table")
                 self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=True)
-            return [] if unsupported is not None else pending["compaction"]
+            return pending["compaction"]
         except TableServiceError:
             if self.metrics is not None:
                 self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=False)
@@ -199,15 +192,13 @@ class TableWorker:
         return self._schedule_due(self.service(name), self._snapshot())
 
     def _schedule_due(self, svc: TableService, snapshot: TableSnapshot) -> bool:
-        if metadata_table_unsupported(snapshot.config) or not svc.settings.schedule or not svc.applies(snapshot):
+        if not svc.settings.schedule or not svc.applies(snapshot):
             return False
         return self._worth_planning(svc.name, snapshot) and svc.due(snapshot)
 
     def needs_pass(self) -> bool:
         """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled."""
         snapshot = self._snapshot()
-        if metadata_table_unsupported(snapshot.config):
-            return False
         return any(
             (svc.settings.execute and self._runnable(svc, svc.pending(snapshot))) or self._schedule_due(svc, snapshot)
             for svc in self.services()
@@ -224,8 +215,6 @@ class TableWorker:
         result = PassResult()
         self.poll(reload=reload)
         snapshot = self._snapshot()
-        if metadata_table_unsupported(snapshot.config):
-            return result
         ctx = self._context(snapshot.table)
         for svc in self.services():
             if stop():

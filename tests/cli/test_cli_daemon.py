@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from tableservice.cli import main
-from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.models import (
     HoodieCleanerPlan,
     HoodieCleanFileInfo,
@@ -19,11 +18,6 @@ from tableservice.hudi.models import (
 )
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
-from tableservice.locks import InProcessLockProvider
-from tableservice.metrics import new_metrics
-from tableservice.planning.compaction.policy import CompactionPolicy
-from tableservice.service.protocol import ServiceSettings
-from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import config_text, mor_table
 from tests.support.fixtures import fixture_table
@@ -76,32 +70,11 @@ def test_status_lists_pending_actions_and_health(tmp_path: Path, capsys: pytest.
     assert mine["health"] == "ok"
     assert by_uri[str(mdt)]["health"] == "ok"  # version 8 metadata tables are kept in step
     assert by_uri[str(mdt)]["last_compaction"] == "20251220210129235"
-    v6 = _v6_with_metadata_table(tmp_path)
+    v6 = fixture_table("tests-data/cow/v6_partitioned_metadata", tmp_path / "v6")  # Hudi 0.14, metadata table
     cfg.write_text(config_text([str(v6)], max_delta_commits=50))
     assert main(["status", "--config", str(cfg), "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["tables"]
-    assert row["health"] == "unsupported"
-    assert str(row["health_reason"]).startswith("table version 6 metadata tables")
-
-
-def _v6_with_metadata_table(tmp_path: Path) -> Path:
-    """A version 6 table whose properties list a metadata table (no shared fixture of version 6 has one)."""
-    path = fixture_table("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path / "v6")
-    props = path / ".hoodie" / "hoodie.properties"
-    props.write_text(props.read_text() + "hoodie.table.metadata.partitions=files\n")
-    return path
-
-
-def test_metadata_table_of_version_6_is_reported_unsupported_in_metrics(tmp_path: Path) -> None:
-    mdt = str(_v6_with_metadata_table(tmp_path))
-    metrics = new_metrics(process_metrics=False)
-    settings = TableSettings(uri=mdt, name="trips", compaction=ServiceSettings(CompactionPolicy()))
-    worker = TableWorker(settings, Storage(), InProcessLockProvider(), SparkExecutor(SparkSettings()), metrics)
-    assert worker.poll() == []
-    result = worker.run_pass()
-    assert not result.scheduled and not result.completed and not result.failed
-    text = metrics.render()[0].decode()
-    assert 'tableservice_table_unsupported{reason="metadata_table",table="trips"} 1.0' in text
+    assert (row["table_version"], row["health"], row["health_reason"]) == (6, "ok", None)
 
 
 @pytest.mark.spark

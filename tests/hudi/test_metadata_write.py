@@ -15,8 +15,10 @@ from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.action.archival import archive
 from tableservice.hudi.action.clean import execute_clean, schedule_clean
 from tableservice.hudi.action.rollback import rollback
+from tableservice.hudi.file_group.log_format import BlockType, HeaderKey, LogBlock, iter_log_blocks
 from tableservice.hudi.metadata.compaction import compact_metadata_table
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
+from tableservice.hudi.metadata.instants import metadata_rollback_instant
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.records import files_record
 from tableservice.hudi.metadata.update import sync_metadata_table
@@ -54,21 +56,21 @@ def test_failed_write_is_rolled_back_in_the_metadata_table_too(name: str, tmp_pa
     rows = hudi_read(path)
     table = HudiTable.open(Storage(), path)
     timeline = table.timeline()
-    # A writer crashed after its metadata delta commit and before its data commit: a log file at `t`, the data
-    # instant inflight, the metadata table's delta commit at `t` completed and listing the log file.
+    # A writer crashed after its metadata delta commit and before its data commit: a new base file at `t`, the
+    # data instant inflight, the metadata table's delta commit at `t` completed and listing the file.
     t = table.active.new_instant_time(timeline)
-    requested = table.active.create_requested(t, Action.DELTA_COMMIT)
-    table.active.transition_to_inflight(requested)
+    action = Action.DELTA_COMMIT if table.config.table_type.value == "MERGE_ON_READ" else Action.COMMIT
+    table.active.transition_to_inflight(table.active.create_requested(t, action))
     some_slice = table.file_system_view(timeline=timeline).latest_slices()[0]
     folder = Path(path) / some_slice.partition_path if some_slice.partition_path else Path(path)
-    log_name = f".{some_slice.file_id}_{t}.log.1_0-1-1"
+    name = f"{some_slice.file_id}_0-1-1_{t}.parquet"
     assert some_slice.base_file is not None
-    shutil.copyfile(some_slice.base_file.location, folder / log_name)  # its content does not matter here
+    shutil.copyfile(some_slice.base_file.location, folder / name)
     mdt = MetadataTable.open(table, table.reload())
     assert mdt is not None
-    size = (folder / log_name).stat().st_size
+    size = (folder / name).stat().st_size
     key = some_slice.partition_path or "."
-    write_delta_commit(mdt, t, [MetadataRecord("files", key, files_record({log_name: (size, False)}))])
+    write_delta_commit(mdt, t, [MetadataRecord("files", key, files_record({name: (size, False)}))])
     # The pending write's metadata is invalid to readers: nothing changes yet.
     assert _diffs(path) == []
     assert_same_rows(hudi_read(path), rows)
@@ -77,16 +79,28 @@ def test_failed_write_is_rolled_back_in_the_metadata_table_too(name: str, tmp_pa
     assert target is not None and not target.is_completed
     done = rollback(HudiTable.open(Storage(), path), target)
 
-    assert not (folder / log_name).exists()
+    assert not (folder / name).exists()
     after = HudiTable.open(Storage(), path)
     mdt_after = MetadataTable.open(after, after.timeline())
     assert mdt_after is not None
     assert mdt_after.mdt_timeline.get(t) is None, "the metadata instant of the failed write is gone"
-    mdt_rollback = mdt_after.mdt_timeline.get(done.requested_time, Action.ROLLBACK)
+    version = after.config.version
+    mdt_rollback = mdt_after.mdt_timeline.get(metadata_rollback_instant(version, done.requested_time), Action.ROLLBACK)
     assert mdt_rollback is not None and mdt_rollback.is_completed
-    assert mdt_rollback.completion_time is not None and done.completion_time is not None
-    assert mdt_rollback.completion_time < done.completion_time
-    assert not list((Path(path) / ".hoodie" / "metadata" / "files").glob(f"*_{t}.log.*"))
+    files_folder = Path(path) / ".hoodie" / "metadata" / "files"
+    if version >= 8:  # the metadata log file written at `t` is deleted, before the data rollback completes
+        assert mdt_rollback.completion_time is not None and done.completion_time is not None
+        assert mdt_rollback.completion_time < done.completion_time
+        assert not list(files_folder.glob(f"*_{t}.log.*"))
+    else:  # version 6: a rollback command block for `t` in a new log file of the slice that holds its block
+        targets = [
+            b.header.get(HeaderKey.TARGET_INSTANT_TIME)
+            for f in sorted(files_folder.glob(".files-*.log.*_1-0-1"))
+            for b in iter_log_blocks(Storage(), str(f))
+            if isinstance(b, LogBlock) and b.block_type is BlockType.COMMAND
+        ]
+        assert targets == [t]
+        assert mdt_after.mdt_timeline.get(done.requested_time, Action.DELTA_COMMIT) is not None
     assert _diffs(path) == []
     assert_same_rows(hudi_read(path), rows)
 

@@ -128,8 +128,10 @@ def test_every_timeline_file_decodes_and_reencodes_to_hudis_bytes(name: str) -> 
     for f, action, state in files:
         data = f.read_bytes()
         content = decode_instant_content(data, action=action, state=state, path=str(f))
-        if content is None:
+        if content is None or not data:  # an empty commit file (Hudi 0.14's COW `.inflight`) is empty metadata
             assert data == b"", f
+            empty = isinstance(content, HoodieCommitMetadata) and not content.partition_to_write_stats
+            assert content is None or empty, f
             continue
         assert decode_instant_content(data, action=action, state=state, path=str(f)) == content
         ours = _encode(content, tv)

@@ -56,7 +56,6 @@ def test_family_names_and_types() -> None:
         "tableservice_last_successful_poll_timestamp_seconds": "gauge",
         "tableservice_table_errors": "counter",
         "tableservice_table_quarantined": "gauge",
-        "tableservice_table_unsupported": "gauge",
         "tableservice_build_info": "gauge",
         "tableservice_up": "gauge",
     }
@@ -132,7 +131,6 @@ def test_locks_polls_and_table_health() -> None:
     m.table_error("trips", "CorruptFileError")
     m.set_quarantined("trips", True)
     m.set_quarantined("rides", False)
-    m.set_unsupported("meta", "metadata_table")
     got = samples(m)
     tl = {"table": "trips", "lock": "zookeeper"}
     assert got[key("tableservice_lock_wait_seconds_count", **tl)] == 2.0
@@ -147,20 +145,6 @@ def test_locks_polls_and_table_health() -> None:
     assert got[key("tableservice_table_errors_total", table="trips", kind="CorruptFileError")] == 1.0
     assert got[key("tableservice_table_quarantined", table="trips")] == 1.0
     assert got[key("tableservice_table_quarantined", table="rides")] == 0.0
-    assert got[key("tableservice_table_unsupported", table="meta", reason="metadata_table")] == 1.0
-
-
-def test_unsupported_reasons_switch_and_clear() -> None:
-    m = fresh()
-    m.set_unsupported("t", "metadata_table")
-    m.set_unsupported("t", "table_version")
-    got = samples(m)
-    assert got[key("tableservice_table_unsupported", table="t", reason="metadata_table")] == 0.0
-    assert got[key("tableservice_table_unsupported", table="t", reason="table_version")] == 1.0
-    m.set_unsupported("t", None)
-    got = samples(m)
-    assert got[key("tableservice_table_unsupported", table="t", reason="metadata_table")] == 0.0
-    assert got[key("tableservice_table_unsupported", table="t", reason="table_version")] == 0.0
 
 
 def test_forget_table_removes_only_its_series() -> None:
@@ -172,7 +156,6 @@ def test_forget_table_removes_only_its_series() -> None:
         m.poll_finished(table, duration_seconds=0.1, succeeded=True)
         m.table_error(table, ValueError())
         m.set_quarantined(table, False)
-        m.set_unsupported(table, "metadata_table")
         m.record_io(table, "compaction", bytes_read=1)
     assert m.known_tables() == {"trips", "rides"}
     before = samples(m)

@@ -48,7 +48,13 @@ from tableservice.planning.clustering.plan import (
 )
 from tableservice.planning.clustering.trigger import java_hash_set_order
 from tableservice.storage import Storage
-from tests.support.fixtures import FIXTURES, REFERENCE_AVSC, fixture_names, fixture_root, fixture_table_readonly
+from tests.support.fixtures import (
+    REFERENCE_AVSC,
+    fixture_archive,
+    fixture_names,
+    fixture_root,
+    fixture_table_readonly,
+)
 
 AVSC = REFERENCE_AVSC
 SORT_KEY = "hoodie.clustering.plan.strategy.sort.columns"
@@ -97,7 +103,7 @@ def _clustering_cases() -> list[tuple[str, str]]:
     requested metadata holds a clustering plan; insert overwrites do not)."""
     out = []
     for name in fixture_names():
-        with zipfile.ZipFile(FIXTURES / f"{name}.zip") as zf:
+        with zipfile.ZipFile(fixture_archive(name)[0]) as zf:
             for member in zf.namelist():
                 if "__MACOSX" in member or "/.hoodie/metadata/" in member:
                     continue

@@ -44,7 +44,13 @@ from tableservice.planning import (
 )
 from tableservice.planning.compaction.strategy import day_based_partitions, operation_metrics, order_and_filter
 from tableservice.storage import Storage
-from tests.support.fixtures import FIXTURES, REFERENCE_AVSC, fixture_names, fixture_root, fixture_table_readonly
+from tests.support.fixtures import (
+    REFERENCE_AVSC,
+    fixture_archive,
+    fixture_names,
+    fixture_root,
+    fixture_table_readonly,
+)
 from tests.support.trip_tables import create_trip_table
 
 AVSC = REFERENCE_AVSC / "HoodieCompactionPlan__tv8-9.avsc"
@@ -86,7 +92,7 @@ def _compaction_cases() -> list[tuple[str, bool, str]]:
     """(fixture, in the metadata table?, instant) of every compaction instant in the fixture archives."""
     out = []
     for name in fixture_names():
-        with zipfile.ZipFile(FIXTURES / f"{name}.zip") as zf:
+        with zipfile.ZipFile(fixture_archive(name)[0]) as zf:
             for member in zf.namelist():
                 if member.endswith(".compaction.requested") and "__MACOSX" not in member:
                     out.append((name, "/.hoodie/metadata/" in member, member.rsplit("/", 1)[1].split(".")[0]))

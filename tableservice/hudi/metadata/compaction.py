@@ -8,6 +8,11 @@ count once the data instant completes. Log files of delta commits completed at o
 slice. Files: `<C>.compaction.requested` (the plan), `.inflight`, one `<fileId>_0-0-0_<C>.hfile` per file group
 (an HFile without cells when nothing is left), then `<C>_<c>.commit`.
 
+Table version 6 (Hudi 0.14/0.15) differs: `C` is the latest completed metadata delta commit + `001`, and the
+compaction waits while any data instant at or before that delta commit is pending; it takes every log file of
+each slice that has one, and a slice with no base file whose records merge to nothing yields no file (the
+group keeps its slice).
+
 Runs under the data table's lock. A crash leaves the compaction pending: readers merge the pending slice with the
 one before it, and the next attempt deletes the partial base files and runs the same plan again.
 """
@@ -29,6 +34,7 @@ from tableservice.errors import AlreadyExistsError
 from tableservice.hudi.file_group.filenames import PARTITION_METADATA_FILE
 from tableservice.hudi.metadata.delta_commit import writer_schema
 from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
+from tableservice.hudi.metadata.instants import COMPACTION_SUFFIX, latest_delta_commit, uses_suffixes
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.records import RawRecord, is_live, merge_for
 from tableservice.hudi.models import (
@@ -75,10 +81,25 @@ def metadata_compaction_due(
         )
     if timeline.pending_compactions():
         return MetadataCompactionDecision(True, len(deltas), None, "a metadata compaction is pending")
+    if uses_suffixes(mdt.mdt.config.version):
+        return _suffixed_decision(mdt, len(deltas))
     t = _instant_time(mdt)
     if t <= last or timeline.get(t) is not None:
         return MetadataCompactionDecision(False, len(deltas), None, f"pending data instants hold it before {last}")
     return MetadataCompactionDecision(True, len(deltas), t, f"{len(deltas)} delta commits since the last compaction")
+
+
+def _suffixed_decision(mdt: MetadataTable, deltas: int) -> MetadataCompactionDecision:
+    latest = latest_delta_commit(mdt.mdt_timeline)
+    if latest is None:
+        return MetadataCompactionDecision(False, deltas, None, "no delta commit")
+    held = sorted(i.requested_time for i in mdt.data_timeline.pending() if i.requested_time <= latest)
+    if held:
+        return MetadataCompactionDecision(False, deltas, None, f"pending data instant {held[0]} holds it")
+    t = latest + COMPACTION_SUFFIX
+    if mdt.mdt_timeline.get(t) is not None:
+        return MetadataCompactionDecision(False, deltas, None, f"{t} is on the metadata timeline already")
+    return MetadataCompactionDecision(True, deltas, t, f"{deltas} delta commits since the last compaction")
 
 
 def _instant_time(mdt: MetadataTable) -> str:
@@ -116,9 +137,12 @@ def compact_metadata_table(mdt: MetadataTable, max_delta_commits: int = DEFAULT_
 
 def _plan(mdt: MetadataTable, t: str) -> HoodieCompactionPlan:
     operations = []
+    suffixed = uses_suffixes(mdt.mdt.config.version)
     for partition in mdt.storage_partitions():
         for file_slice in mdt.file_slices(partition):
-            inputs = _inputs(mdt, file_slice, t)
+            if suffixed and not file_slice.log_files:
+                continue  # nothing to merge into its base file (Hudi plans slices with log files only)
+            inputs = file_slice if suffixed else _inputs(mdt, file_slice, t)
             operations.append(
                 HoodieCompactionOperation(
                     base_instant_time=inputs.base_instant_time,
@@ -162,7 +186,8 @@ def _execute(mdt: MetadataTable, instant: Instant, plan: HoodieCompactionPlan) -
         )
         source = FileSlice(partition, file_id, op.base_instant_time or "", base, logs)
         stat = _compact_one(mdt, source, t, schema_json, parsed)
-        stats.setdefault(partition, []).append(stat)
+        if stat is not None:
+            stats.setdefault(partition, []).append(stat)
     metadata = HoodieCommitMetadata(
         partition_to_write_stats={p: tuple(s) for p, s in stats.items()},
         compacted=True,
@@ -181,7 +206,9 @@ def _execute(mdt: MetadataTable, instant: Instant, plan: HoodieCompactionPlan) -
     return done
 
 
-def _compact_one(mdt: MetadataTable, source: FileSlice, t: str, schema_json: str, parsed: Any) -> HoodieWriteStat:
+def _compact_one(
+    mdt: MetadataTable, source: FileSlice, t: str, schema_json: str, parsed: Any
+) -> HoodieWriteStat | None:
     merge = merge_for(source.partition_path)
     merged: dict[str, RawRecord] = {}
     for key, record in mdt.slice_records(source):
@@ -194,6 +221,8 @@ def _compact_one(mdt: MetadataTable, source: FileSlice, t: str, schema_json: str
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed, record)
         cells.append((key.encode("utf-8"), buf.getvalue()))
+    if not cells and source.base_file is None and uses_suffixes(mdt.mdt.config.version):
+        return None
     layout = hfile_layout(mdt.mdt.config.version)
     info = [(b"schema", schema_json.encode())]
     if cells:

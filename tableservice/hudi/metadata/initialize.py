@@ -1,10 +1,12 @@
 """Creating a metadata table, or a partition of it, from the table as it is (HUDI-MDT-NOTES §8.1).
 
-Per partition, in order (`files` first): the initialisation instant is the first unused of `00000000000000000`,
-`...001`, ...; every file group gets its empty initial log file (a delete block with no keys); the records built
+Per partition, in order (`files` first): the initialisation instant (`instants.init_instant`: the first unused
+of `00000000000000000`, `...001`, ... from table version 8; the latest completed data instant + `010`, `011`, ...
+in version 6); every file group gets its empty initial log file (a delete block with no keys); the records built
 from the table's committed files go, routed and sorted, into one base HFile per file group that receives any;
 the metadata delta commit completes; then the partition is added to `hoodie.table.metadata.partitions`. Call
-under the table lock, with no write pending (its files would be left out). Table versions 8 and 9.
+under the table lock, with no write pending (its files would be left out). Table version 6 metadata tables
+have no `partition_stats` partition.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from typing import Any
 
 import fastavro
 
-from tableservice.errors import InvalidTableConfigError, UnsupportedTableError
+from tableservice.errors import InvalidTableConfigError
 from tableservice.hudi.file_group.log_format import HeaderKey
 from tableservice.hudi.file_group.log_format.writer import append_log_blocks, encode_delete_block
 from tableservice.hudi.metadata import column_stats as cs
 from tableservice.hudi.metadata.compaction import ensure_partition_metadata
 from tableservice.hudi.metadata.delta_commit import MetadataRecord
 from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
+from tableservice.hudi.metadata.instants import init_instant
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
     MetadataPartition,
@@ -66,12 +69,13 @@ def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tu
     """Create the metadata table (when absent) and build `partitions` not built yet; returns the partitions now
     listed in `hoodie.table.metadata.partitions`."""
     config = table.config
-    if config.version < 8:
-        raise UnsupportedTableError("creating a table version 6 metadata table is not supported", table=table.name)
-    unknown = [p for p in partitions if p not in SUPPORTED]
+    supported = SUPPORTED if config.version >= 8 else tuple(p for p in SUPPORTED if p != PARTITION_STATS)
+    unknown = [p for p in partitions if p not in supported]
     if unknown:
         raise InvalidTableConfigError(
-            f"cannot build metadata partitions {unknown}: supported are {', '.join(SUPPORTED)}", table=table.name
+            f"cannot build metadata partitions {unknown} in a table of version {config.version}: supported are "
+            f"{', '.join(supported)}",
+            table=table.name,
         )
     timeline = table.reload()
     if timeline.pending_of(Action.DELTA_COMMIT) or timeline.pending_of(Action.COMMIT):
@@ -88,7 +92,7 @@ def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tu
     stats: list[list[dict[str, Any]]] | None = None  # column stats of `files`, read once for both stats partitions
     new_files = [NewFile(p, n, size) for p, names in sorted(files.items()) for n, size in sorted(names.items())]
     for partition in todo:
-        instant = _init_instant(mdt.timeline())
+        instant = init_instant(config.version, timeline, mdt.timeline())
         if partition in (COLUMN_STATS, PARTITION_STATS) and stats is None:
             index = stats_index_of(table, timeline)
             stats = file_stats(table, new_files, index)
@@ -121,25 +125,29 @@ def _open_or_create(table: HudiTable, path: str, *, fresh: bool) -> HudiTable:
         storage.delete_dir(path)  # a metadata table no reader uses (no partition listed): rebuilt from scratch
     name = f"{table.config.name}_metadata"
     version = str(table.config.version)
-    properties = {
-        tc.NAME: name,
-        tc.TYPE: "MERGE_ON_READ",
-        tc.VERSION: version,
-        tc.INITIAL_VERSION: version,
-        tc.LAYOUT_VERSION: "2",
-        tc.TIMELINE_PATH: "timeline",
-        tc.HISTORY_PATH: "history",
-        tc.ARCHIVELOG_FOLDER: "history",
-        tc.RECORD_KEY_FIELDS: "key",
-        "hoodie.populate.meta.fields": "false",
-        tc.KEYGEN_TYPE: "HOODIE_TABLE_METADATA",
-        tc.PAYLOAD_CLASS: "org.apache.hudi.metadata.HoodieMetadataPayload",
-        tc.MERGE_MODE: "CUSTOM",
-        tc.MERGE_STRATEGY_ID: "00000000-0000-0000-0000-000000000000",
-        tc.DROP_PARTITION_COLUMNS: "false",
-        tc.BASE_FILE_FORMAT: "HFILE",
-        tc.CHECKSUM: str(tc.table_checksum("", name)),
-    }
+    properties = (
+        _v6_properties(name)
+        if table.config.version < 8
+        else {
+            tc.NAME: name,
+            tc.TYPE: "MERGE_ON_READ",
+            tc.VERSION: version,
+            tc.INITIAL_VERSION: version,
+            tc.LAYOUT_VERSION: "2",
+            tc.TIMELINE_PATH: "timeline",
+            tc.HISTORY_PATH: "history",
+            tc.ARCHIVELOG_FOLDER: "history",
+            tc.RECORD_KEY_FIELDS: "key",
+            "hoodie.populate.meta.fields": "false",
+            tc.KEYGEN_TYPE: "HOODIE_TABLE_METADATA",
+            tc.PAYLOAD_CLASS: "org.apache.hudi.metadata.HoodieMetadataPayload",
+            tc.MERGE_MODE: "CUSTOM",
+            tc.MERGE_STRATEGY_ID: "00000000-0000-0000-0000-000000000000",
+            tc.DROP_PARTITION_COLUMNS: "false",
+            tc.BASE_FILE_FORMAT: "HFILE",
+            tc.CHECKSUM: str(tc.table_checksum("", name)),
+        }
+    )
     config = TableConfig(properties, path=props)
     for folder in (config.timeline_folder, config.history_folder):
         storage.mkdirs(join(path, folder))
@@ -147,12 +155,23 @@ def _open_or_create(table: HudiTable, path: str, *, fresh: bool) -> HudiTable:
     return HudiTable.open(storage, path)
 
 
-def _init_instant(mdt_timeline: Timeline) -> str:
-    used = {i.requested_time for i in mdt_timeline}
-    n = 0
-    while f"{n:017d}" in used:
-        n += 1
-    return f"{n:017d}"
+def _v6_properties(name: str) -> dict[str, str]:
+    """`hoodie.properties` of a table version 6 metadata table, as Hudi 0.14/0.15 write it."""
+    return {
+        tc.NAME: name,
+        tc.TYPE: "MERGE_ON_READ",
+        tc.VERSION: "6",
+        tc.LAYOUT_VERSION: "1",
+        tc.ARCHIVELOG_FOLDER: "archived",
+        tc.RECORD_KEY_FIELDS: "key",
+        tc.POPULATE_META_FIELDS: "false",
+        tc.KEYGEN_CLASS: "org.apache.hudi.metadata.HoodieTableMetadataKeyGenerator",
+        tc.PAYLOAD_CLASS: "org.apache.hudi.metadata.HoodieMetadataPayload",
+        "hoodie.compaction.record.merger.strategy": "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5",
+        tc.DROP_PARTITION_COLUMNS: "false",
+        tc.BASE_FILE_FORMAT: "HFILE",
+        tc.CHECKSUM: str(tc.table_checksum("", name)),
+    }
 
 
 def _file_groups(partition: str, records: int) -> int:

@@ -7,7 +7,9 @@ completes. The metadata table gets, at the data instant's own time:
   every moved key re-pointed in the record index;
 - clean: a delta commit with tombstones for the deleted files (`files`, column stats, bloom filters);
 - rollback of `x`: the metadata table's own rollback of `x` when it holds `x` (a writer that crashed between its
-  metadata commit and its data commit), nothing otherwise.
+  metadata commit and its data commit), nothing otherwise. In table version 6 the rollback at `r` first writes a
+  delta commit at `r` listing the log files the rollback leaves in data partitions (its command-block files and
+  the failed attempt's own log files, which stay), then the metadata rollback runs at `<r>006`.
 Only partitions listed in `hoodie.table.metadata.partitions` or `...partitions.inflight` receive records.
 """
 
@@ -29,6 +31,7 @@ from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.file_group.log_format import iter_log_records
 from tableservice.hudi.metadata import column_stats as cs
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
+from tableservice.hudi.metadata.instants import metadata_rollback_instant, uses_suffixes
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
     EXPRESSION_INDEX_PREFIX,
@@ -100,9 +103,13 @@ def sync_metadata_table(
     t = instant.requested_time
     _check_supported_partitions(mdt, instant, content)
     if isinstance(content, HoodieRollbackMetadata):
+        version = mdt.mdt.config.version
         last = None
+        if uses_suffixes(version):
+            last = write_delta_commit(mdt, t, rollback_records(content))
+            mdt = MetadataTable.open(table, timeline) or mdt
         for target in content.commits_rollback:
-            last = rollback_metadata_instant(mdt, target, t) or last
+            last = rollback_metadata_instant(mdt, target, metadata_rollback_instant(version, t)) or last
         return last
     if isinstance(content, HoodieCleanMetadata):
         records = clean_records(mdt, content)
@@ -127,6 +134,24 @@ def _check_supported_partitions(mdt: MetadataTable, instant: Instant, content: T
                 f"metadata partition {partition} cannot be kept in step with {instant} yet; nothing is committed",
                 table=mdt.data.name,
             )
+
+
+def rollback_records(md: HoodieRollbackMetadata) -> list[MetadataRecord]:
+    """Table version 6: the log files a data rollback leaves, per data partition that got command blocks (the
+    command-block files and the failed attempt's log files, sizes merged by max, as Hudi 0.15 records them).
+    Deleted base files need no record: the metadata rollback of the target removes what added them."""
+    out = []
+    for p, pm in sorted((md.partition_metadata or {}).items()):
+        if not pm.rollback_log_files:
+            continue
+        sizes: dict[str, int] = {}
+        for location, size in (*pm.rollback_log_files.items(), *(pm.log_files_from_failed_commit or {}).items()):
+            name = posixpath.basename(location)
+            sizes[name] = max(sizes.get(name, 0), int(size))
+        partition = pm.partition_path if pm.partition_path is not None else p
+        value = files_record({n: (size, False) for n, size in sizes.items()})
+        out.append(MetadataRecord(FILES, partition_key(partition), value))
+    return out
 
 
 def _new_files(stats: Iterable[HoodieWriteStat]) -> list[NewFile]:

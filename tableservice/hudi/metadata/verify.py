@@ -9,7 +9,7 @@
   the metadata table), each pointing at its file group.
 - `bloom_filters`: a live record per listed base file.
 Each problem is one `Difference` naming the metadata partition, the data partition, the key or file and what
-differs. Table versions 8 and 9.
+differs. Table versions 6, 8 and 9.
 """
 
 from __future__ import annotations

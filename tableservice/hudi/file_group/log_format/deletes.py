@@ -14,9 +14,10 @@ Decoded deletes are an Arrow table with columns `record_key` (string), `partitio
 `ordering_value` and `ordering_value_kind` (string: null, boolean, int, long, float, double, bytes, string,
 date, decimal, time_micros, timestamp_micros). `ordering_value` gets one Arrow type for the whole block:
 int32 (only int), int64 (int and long), float32 (only float), float64 (any mix of numbers with a float or
-double whose integers a double holds exactly), bool, string, binary, date32, decimal128(30, 15), time64[us] or timestamp[us, tz=UTC] when all values
-have that kind; null when every value is null; and, for any other mix, a string column holding each value's
-text (ints and floats in Python's str form, bytes in hex, dates/times in ISO form, decimals as plain numbers).
+double whose integers a double holds exactly), bool, string, binary, date32, decimal128(30, 15), time64[us]
+or timestamp[us, tz=UTC] when all values have that kind; null when every value is null; and, for any other
+mix, a string column holding each value's text (ints and floats in Python's str form, bytes in hex,
+dates/times in ISO form, decimals as plain numbers).
 Hudi writes `int 0` when a delete carries no ordering value ("natural order": the delete wins regardless of
 ordering); recognise it with `ordering_value_kind == "int"` and a value of 0.
 """
