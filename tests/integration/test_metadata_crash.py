@@ -24,6 +24,7 @@ from tests.support.oracle import assert_same_rows, hudi_read, listing_view
 
 pytestmark = pytest.mark.oracle
 V8 = "quickstart_trips_table/mor/avro/v8_trips_8i3u1d"
+V6 = "tests-data/cow/v6_partitioned_metadata"  # Hudi 0.14, one file group in its metadata table
 
 # Runs in a child process: arms a SIGKILL at one point of the metadata path, then does the work.
 CHILD = """
@@ -48,7 +49,7 @@ def write_bytes(self, location, data):
     real_write(self, location, data)
     if point == "mid-metadata-compaction" and location.endswith(".hfile"):
         written.append(location)
-        if len(written) == 3:
+        if len(written) == 1:
             os.kill(os.getpid(), signal.SIGKILL)
 
 ActiveTimeline.transition_to_completed = complete
@@ -76,15 +77,16 @@ def _run_killed(point: str, path: str) -> None:
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout, proc.stderr[-2000:])
 
 
-def _copy(tmp_path: Path) -> str:
-    if V8 not in metadata_fixture_names():
-        pytest.skip("the v8 fixture with a metadata table is absent")
-    return str(fixture_table(V8, tmp_path))
+def _copy(name: str, tmp_path: Path) -> str:
+    if name not in metadata_fixture_names():
+        pytest.skip(f"the fixture {name} is absent")
+    return str(fixture_table(name, tmp_path))
 
 
+@pytest.mark.parametrize("name", [V8, V6])
 @pytest.mark.parametrize("point", ["before-data-commit", "mid-metadata-commit"])
-def test_kill_between_the_metadata_commit_and_the_data_commit(point: str, tmp_path: Path) -> None:
-    path = _copy(tmp_path)
+def test_kill_between_the_metadata_commit_and_the_data_commit(point: str, name: str, tmp_path: Path) -> None:
+    path = _copy(name, tmp_path)
     rows = hudi_read(path)
     _run_killed(point, path)
     table = HudiTable.open(Storage(), path)
@@ -106,8 +108,9 @@ def test_kill_between_the_metadata_commit_and_the_data_commit(point: str, tmp_pa
     assert_same_rows(hudi_read(str(listing_view(path, tmp_path / "view"))), rows)
 
 
-def test_kill_in_the_middle_of_metadata_compaction(tmp_path: Path) -> None:
-    path = _copy(tmp_path)
+@pytest.mark.parametrize("name", [V8, V6])
+def test_kill_in_the_middle_of_metadata_compaction(name: str, tmp_path: Path) -> None:
+    path = _copy(name, tmp_path)
     rows = hudi_read(path)
     _run_killed("mid-metadata-compaction", path)
     table = HudiTable.open(Storage(), path)
