@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 
 from tableservice.hudi.metadata.initialize import initialize_metadata_table
@@ -20,7 +21,7 @@ from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import parse_instant_time
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.workload import Workload
+from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.storage import Storage
 from tests.support.fixtures import fixture_table, metadata_fixture_names
 from tests.support.metadata_table import partition_records
@@ -99,3 +100,30 @@ def test_write_client_keeps_the_metadata_table_in_step(
     assert first is not None
     first_ms = int(parse_instant_time(first.requested_time, table.active.tz).timestamp() * 1000)
     assert all(v["instantTime"] >= first_ms for v in index.values())
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_insert_overwrite_removes_the_replaced_keys_from_the_record_index(version: int, tmp_path: Path) -> None:
+    storage = Storage()
+    path = str(tmp_path / "t")
+    create_trip_table(path, version, TableType.MERGE_ON_READ, storage=storage)
+    initialize_metadata_table(HudiTable.open(storage, path), ("files", "record_index"))
+    client = WriteClient(storage, path, options=WriteOptions(max_file_records=40))
+    for step in Workload(200, 3, 0.3, 0.05, partitions=2, seed=12).steps():
+        client.apply(step)
+    before = hudi_read(path)
+    city = before.column("city")[0].as_py()
+    in_city = before.filter(pc.equal(before.column("city"), city))
+    kept = in_city.slice(0, 5).select(TRIP_SCHEMA.names)
+    result = client.insert_overwrite(kept)
+    assert [str(d) for d in verify_metadata_table(HudiTable.open(storage, path))] == []
+    after = hudi_read(path)
+    index = partition_records(path, "record_index")
+    expected = set(before.column("_hoodie_record_key").to_pylist()) - set(
+        in_city.column("_hoodie_record_key").to_pylist()
+    )
+    expected |= set(kept.column("uuid").to_pylist())
+    assert set(index) == expected == set(after.column("_hoodie_record_key").to_pylist())
+    table = HudiTable.open(storage, path)
+    done = table.timeline().get(result.instant_time)
+    assert done is not None and done.is_completed

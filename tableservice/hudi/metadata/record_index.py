@@ -5,13 +5,15 @@
   their file group (at the commit's instant; Hudi sends only inserted keys, so an updated key's instant differs
   from Hudi's, its location does not); keys of its delete blocks, and keys a rewritten base file no longer holds,
   are removed (a delete block in the metadata table).
+- Insert overwrite (a replace commit that is not a clustering): as a writer's commit, and every key the replaced
+  file groups held that the new files do not hold is removed.
 - Compaction: nothing (keys stay in their file groups).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tableservice.errors import TableServiceError
@@ -21,7 +23,8 @@ from tableservice.hudi.file_group.log_format import iter_log_records
 from tableservice.hudi.metadata.records import record_index_record
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.read import ReadOptions, iter_read
+from tableservice.hudi.table.read import ReadOptions, iter_read, read_slices
+from tableservice.hudi.timeline.active import Timeline
 from tableservice.storage import join
 
 KEY = "_hoodie_record_key"
@@ -117,6 +120,20 @@ def write_updates(
             if column in rows.column_names:
                 out.update((key, None if is_delete else value) for key in rows.column(column).to_pylist() if key)
     return list(out.items())
+
+
+def replaced_keys(table: HudiTable, timeline: Timeline, replaced: Mapping[str, Sequence[str]]) -> set[str]:
+    """The keys the latest slices of the replaced file groups hold as of `timeline` (before the replace), read
+    from storage. `replaced`: partition -> file ids."""
+    listing = {
+        p: [fi for fi in table.storage.list(partition_location(table.base_path, p)) if not fi.is_dir] for p in replaced
+    }
+    view = table.file_system_view(timeline=timeline, listing=listing)
+    slices = [s for p, ids in replaced.items() for s in view.latest_merged_slices(p) if s.file_id in set(ids)]
+    keys: set[str] = set()
+    for part in read_slices(table, timeline, slices, [KEY]):
+        keys.update(k for k in part.column(KEY).to_pylist() if k)
+    return keys
 
 
 def _previous_base(files: dict[str, int], file_id: str, instant: str | None) -> str | None:

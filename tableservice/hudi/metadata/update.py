@@ -43,7 +43,7 @@ from tableservice.hudi.metadata.keys import (
     partition_stats_key,
 )
 from tableservice.hudi.metadata.reader import MetadataTable
-from tableservice.hudi.metadata.record_index import IndexUpdate, clustering_updates, write_updates
+from tableservice.hudi.metadata.record_index import IndexUpdate, clustering_updates, replaced_keys, write_updates
 from tableservice.hudi.metadata.records import (
     bloom_filter_record,
     column_stats_record,
@@ -218,14 +218,13 @@ def _index_updates(
     millis = instant_epoch_ms(instant.requested_time, data.active.tz)
     if data.is_clustering(instant):
         return clustering_updates(data, [(f.partition, f.name) for f in files if f.is_base_file], millis)
-    if isinstance(md, HoodieReplaceCommitMetadata) and md.partition_to_replace_file_ids:
-        raise UnsupportedTableError(
-            "a replace commit that is not a clustering (insert overwrite) on a table with a record index: the keys "
-            "of the replaced file groups cannot be removed yet",
-            table=data.name,
-        )
     written = [(f.partition, f.name, s.prev_commit) for f, s in zip(files, stats, strict=True)]
-    return write_updates(data, written, mdt.file_listing(), millis)
+    updates = write_updates(data, written, mdt.file_listing(), millis)
+    if isinstance(md, HoodieReplaceCommitMetadata) and md.partition_to_replace_file_ids:
+        kept = {key for key, value in updates if value is not None}
+        gone = replaced_keys(data, mdt.data_timeline, md.partition_to_replace_file_ids) - kept
+        updates += [(key, None) for key in sorted(gone)]
+    return updates
 
 
 def clean_records(mdt: MetadataTable, md: HoodieCleanMetadata) -> list[MetadataRecord]:

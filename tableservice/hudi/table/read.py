@@ -20,6 +20,7 @@ from tableservice.hudi.file_group.reader import (
     slices_for_read,
 )
 from tableservice.hudi.table.config import TableConfig
+from tableservice.hudi.table.fs_view import FileSlice
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.schema import add_meta_fields, arrow_schema_from_avro
 from tableservice.hudi.timeline.active import Timeline
@@ -162,6 +163,22 @@ def iter_read(table: HudiTable, options: ReadOptions | None = None) -> Iterator[
                     part = part.drop_columns([COMMIT_TIME])
             if part.num_rows:
                 yield part
+
+
+def read_slices(
+    table: HudiTable, timeline: Timeline, slices: Sequence[FileSlice], columns: Sequence[str]
+) -> Iterator[pa.Table]:
+    """The merged rows of the given file slices as of `timeline` (e.g. the file groups a replace commit is about
+    to replace)."""
+    reader = FileGroupReader(
+        table.storage,
+        table_name=table.name,
+        merge_config=table.merge_config(),
+        schema=read_schema(table, timeline),
+        block_filter=BlockFilter.for_timeline(table.config.version, timeline, None),
+    )
+    for slice_ in slices:
+        yield from reader.read_slice(slice_, list(columns))
 
 
 def read(table: HudiTable, options: ReadOptions | None = None) -> pa.Table:
