@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.records import live_files
@@ -30,7 +31,7 @@ from tests.support.trip_tables import create_trip_table
 
 pytestmark = pytest.mark.oracle
 NAMES = metadata_fixture_names() or ["none"]
-ALL = ("files", "column_stats", "partition_stats", "record_index")
+ALL = ("files", "column_stats", "partition_stats", "bloom_filters", "record_index")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -100,6 +101,16 @@ def test_write_client_keeps_the_metadata_table_in_step(
     assert first is not None
     first_ms = int(parse_instant_time(first.requested_time, table.active.tz).timestamp() * 1000)
     assert all(v["instantTime"] >= first_ms for v in index.values())
+    # verify compares each bloom filter record with the file's footer
+    blooms = partition_records(path, "bloom_filters")
+    assert len(blooms) == sum(1 for _ in Path(path).rglob("*.parquet"))  # every base file, the cleaned ones gone
+    key, record = sorted(blooms.items())[0]
+    wrong = {**record, "BloomFilterMetadata": {**record["BloomFilterMetadata"], "bloomFilter": b"not this one"}}
+    mdt = MetadataTable.open(table, table.timeline())
+    assert mdt is not None
+    write_delta_commit(mdt, "20991231000000000", [MetadataRecord("bloom_filters", key, wrong)])
+    diffs = [str(d) for d in verify_metadata_table(HudiTable.open(storage, path))]
+    assert len(diffs) == 1 and diffs[0].startswith("[bloom_filters]") and "differs from the file's footer" in diffs[0]
 
 
 @pytest.mark.parametrize("version", [6, 9])

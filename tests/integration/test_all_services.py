@@ -38,7 +38,9 @@ def test_every_service_beside_a_writer(version: int, metadata: bool, tmp_path: P
     create_trip_table(path, version, TableType.MERGE_ON_READ)
     if metadata:  # every partition, kept in step by the writer and by each action of the daemon
         stats = ("partition_stats",) if version >= 8 else ()  # no partition stats in version 6
-        initialize_metadata_table(HudiTable.open(Storage(), path), ("files", "column_stats", *stats, "record_index"))
+        initialize_metadata_table(
+            HudiTable.open(Storage(), path), ("files", "column_stats", *stats, "bloom_filters", "record_index")
+        )
     steps = list(Workload(1200, 13, 0.1, 0.01, partitions=2, seed=5).steps())
     model = TableModel("uuid", "city", "ts", event_time=True)
     lock = InProcessLockProvider().table_lock("t", path)

@@ -135,7 +135,9 @@ def test_services_beside_a_writer_on_a_generated_table(
     path = str(tmp_path / "t")
     create_trip_table(path, version, TableType(table_type), storage=storage)
     stats = ("partition_stats",) if version >= 8 else ()  # no partition stats in version 6
-    initialize_metadata_table(HudiTable.open(storage, path), ("files", "column_stats", *stats, "record_index"))
+    initialize_metadata_table(
+        HudiTable.open(storage, path), ("files", "column_stats", *stats, "bloom_filters", "record_index")
+    )
     client = WriteClient(storage, path, options=WriteOptions(max_file_records=50))
     policy = ClusteringPolicy.from_mapping(
         {

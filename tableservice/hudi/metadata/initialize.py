@@ -21,6 +21,7 @@ from typing import Any
 import fastavro
 
 from tableservice.errors import InvalidTableConfigError
+from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.file_group.log_format import HeaderKey
 from tableservice.hudi.file_group.log_format.writer import append_log_blocks, encode_delete_block
 from tableservice.hudi.metadata import column_stats as cs
@@ -31,6 +32,7 @@ from tableservice.hudi.metadata.instants import init_instant
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
     MetadataPartition,
+    bloom_filter_key,
     file_group_id,
     file_group_index,
     partition_key,
@@ -39,9 +41,9 @@ from tableservice.hudi.metadata.listing import committed_files
 from tableservice.hudi.metadata.reader import metadata_table_path
 from tableservice.hudi.metadata.record_index import key_locations
 from tableservice.hudi.metadata.record_index import location as record_location
-from tableservice.hudi.metadata.records import files_record, record_index_record
+from tableservice.hudi.metadata.records import bloom_filter_record, files_record, record_index_record
 from tableservice.hudi.metadata.schema import metadata_record_schema_json
-from tableservice.hudi.metadata.update import NewFile, file_stats, stats_records
+from tableservice.hudi.metadata.update import NewFile, base_file_bloom_filter, file_stats, stats_records
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
 from tableservice.hudi.table import config as tc
 from tableservice.hudi.table.config import TableConfig, store_table_config
@@ -58,8 +60,9 @@ FILES = MetadataPartition.FILES.value
 COLUMN_STATS = MetadataPartition.COLUMN_STATS.value
 PARTITION_STATS = MetadataPartition.PARTITION_STATS.value
 RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
-SUPPORTED = (FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX)
-FILE_GROUPS = {FILES: 1, COLUMN_STATS: 2, PARTITION_STATS: 1}
+BLOOM_FILTERS = MetadataPartition.BLOOM_FILTERS.value
+SUPPORTED = (FILES, COLUMN_STATS, PARTITION_STATS, BLOOM_FILTERS, RECORD_INDEX)
+FILE_GROUPS = {FILES: 1, COLUMN_STATS: 2, PARTITION_STATS: 1, BLOOM_FILTERS: 4}
 RECORD_INDEX_MIN_GROUPS, RECORD_INDEX_MAX_GROUPS = 10, 10000
 RECORDS_PER_RECORD_INDEX_GROUP = 1_000_000
 WRITE_TOKEN = "0-0-0"
@@ -199,8 +202,24 @@ def _records(
         return out
     if partition == RECORD_INDEX:
         return _record_index(table, timeline)
+    if partition == BLOOM_FILTERS:
+        return _bloom_filters(table, new_files)
     assert stats is not None  # read by the caller for the stats partitions
     return stats_records((partition,), new_files, stats)
+
+
+def _bloom_filters(table: HudiTable, new_files: list[NewFile]) -> list[MetadataRecord]:
+    """One record per committed base file whose footer holds a bloom filter, at the file's own instant."""
+    out = []
+    for f in new_files:
+        parsed = parse_base_file_name(f.name) if f.is_base_file else None
+        bloom = base_file_bloom_filter(table, f) if parsed is not None else None
+        if parsed is None or bloom is None:
+            continue
+        kind, serialized = bloom
+        value = bloom_filter_record(kind, parsed.instant_time, serialized, deleted=False)
+        out.append(MetadataRecord(BLOOM_FILTERS, bloom_filter_key(f.partition, f.name), value))
+    return out
 
 
 def stats_index_of(table: HudiTable, timeline: Timeline) -> cs.ColumnStatsIndex:

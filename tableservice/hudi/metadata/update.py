@@ -190,7 +190,7 @@ def commit_records(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadat
     base_files = [f for f in files if f.is_base_file]
     if BLOOM_FILTERS in written:
         for f in base_files:
-            bloom = _bloom_filter(mdt, f)
+            bloom = base_file_bloom_filter(mdt.data, f)
             if bloom is not None:
                 kind, serialized = bloom
                 records.append(
@@ -331,13 +331,13 @@ def stats_index(mdt: MetadataTable) -> cs.ColumnStatsIndex | None:
         raise e.with_context(table=data.name) from e
 
 
-def _bloom_filter(mdt: MetadataTable, f: NewFile) -> tuple[str, bytes] | None:
-    """The bloom filter Hudi's writer put in a new base file's footer: (type code, serialized), or None."""
-    location = join(partition_location(mdt.data.base_path, f.partition), f.name)
+def base_file_bloom_filter(table: HudiTable, f: NewFile) -> tuple[str, bytes] | None:
+    """The bloom filter Hudi's writer put in a base file's footer: (type code, serialized), or None."""
+    location = join(partition_location(table.base_path, f.partition), f.name)
     try:
-        footer = read_base_file_footer(mdt.data.storage, location)
+        footer = read_base_file_footer(table.storage, location)
     except TableServiceError as e:
-        raise e.with_context(table=mdt.data.name) from e
+        raise e.with_context(table=table.name) from e
     if footer.bloom_filter_serialized is None or footer.bloom_filter_type is None:
         return None
     return footer.bloom_filter_type.value, footer.bloom_filter_serialized.encode("utf-8")

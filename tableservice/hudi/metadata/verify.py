@@ -7,7 +7,7 @@
   the file; no record for a file no longer listed. (Log files may have records; they are not recomputed.)
 - `record_index`: exactly the keys of the latest slices of the live file groups (read from storage, not through
   the metadata table), each pointing at its file group.
-- `bloom_filters`: a live record per listed base file.
+- `bloom_filters`: a live record per listed base file whose footer holds a bloom filter, with that filter.
 Each problem is one `Difference` naming the metadata partition, the data partition, the key or file and what
 differs. Table versions 6, 8 and 9.
 """
@@ -31,7 +31,7 @@ from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.record_index import key_locations
 from tableservice.hudi.metadata.record_index import location as record_location
 from tableservice.hudi.metadata.records import live_files
-from tableservice.hudi.metadata.update import NewFile, file_stats, stats_index
+from tableservice.hudi.metadata.update import NewFile, base_file_bloom_filter, file_stats, stats_index
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
 
@@ -164,10 +164,17 @@ def _bloom_filters(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> I
         for name in sorted(files):
             if name.startswith("."):
                 continue
+            footer = base_file_bloom_filter(mdt.data, NewFile(partition, name, files[name]))
+            if footer is None:
+                continue  # a file written without a bloom filter has no record
             key = bloom_filter_key(partition, name)
             wanted.add(key)
             if key not in stored:
                 yield Difference(BLOOM_FILTERS, partition, name, "no bloom filter record")
+                continue
+            record = stored[key]["BloomFilterMetadata"]
+            if (record["type"], record["bloomFilter"]) != footer:
+                yield Difference(BLOOM_FILTERS, partition, name, "bloom filter differs from the file's footer")
     for key in sorted(set(stored) - wanted):
         yield Difference(BLOOM_FILTERS, None, key, "record for a file no longer listed")
 
