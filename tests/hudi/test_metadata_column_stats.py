@@ -34,6 +34,7 @@ from tableservice.hudi.metadata.column_stats import (
 )
 from tableservice.hudi.metadata.keys import column_stats_key
 from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.records import combine_stats
 from tableservice.hudi.metadata.update import NewFile, file_stats, stats_records
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.storage import Storage
@@ -378,3 +379,27 @@ def test_struct_children_and_unsupported_types() -> None:
         records_stats(table, "f.log", ColumnStatsIndex(("s",), V2))
     with pytest.raises(UnsupportedTableError):
         records_stats(pa.table({"u": pa.array([1], pa.uint64())}), "f.log", ColumnStatsIndex(("u",), V2))
+
+
+def test_partition_stats_of_v2_decimals_widen_by_value_not_by_bytes() -> None:
+    """V2 stores decimals as the unscaled two's-complement bytes: -1 is b'\\xff', 100 is b'd'; as bytes -1 would sort
+    above 100."""
+
+    def payload(unscaled: int, count: int) -> dict[str, Any]:
+        raw = unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)  # minimal, as Java's
+        value = ("org.apache.hudi.avro.model.BytesWrapper", {"value": raw})
+        return {
+            "minValue": value,
+            "maxValue": value,
+            "valueCount": count,
+            "nullCount": 0,
+            "totalSize": 1,
+            "totalUncompressedSize": 1,
+            "valueType": {"typeOrdinal": 10, "additionalInfo": "10,2"},
+        }
+
+    merged = combine_stats(payload(-1, 2), payload(100, 3))
+    assert merged["minValue"][1]["value"] == b"\xff" and merged["maxValue"][1]["value"] == b"d"
+    assert merged["valueCount"] == 5
+    merged = combine_stats(payload(100, 3), payload(-1, 2))
+    assert merged["minValue"][1]["value"] == b"\xff" and merged["maxValue"][1]["value"] == b"d"

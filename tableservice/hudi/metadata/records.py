@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any
 
+from tableservice.hudi.metadata.column_stats import ValueType
 from tableservice.hudi.metadata.keys import ALL_PARTITIONS_KEY, MetadataPartition
 
 RawRecord = dict[str, Any] | None
@@ -107,8 +108,9 @@ def combine_stats(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """Two `ColumnStatsMetadata` payloads of one column as one: the wider range, counts and sizes added; the other
     fields from `b`."""
     merged = dict(b)
-    merged["minValue"] = _bound(a["minValue"], b["minValue"], min)
-    merged["maxValue"] = _bound(a["maxValue"], b["maxValue"], max)
+    order = _unscaled if ValueType.DECIMAL in (_type_ordinal(a), _type_ordinal(b)) else None
+    merged["minValue"] = _bound(a["minValue"], b["minValue"], min, order)
+    merged["maxValue"] = _bound(a["maxValue"], b["maxValue"], max, order)
     for count in ("valueCount", "nullCount", "totalSize", "totalUncompressedSize"):
         merged[count] = _add(a.get(count), b.get(count))
     return merged
@@ -157,12 +159,24 @@ def wrapped(value: Any) -> Any:
     return value
 
 
-def _bound(a: Any, b: Any, pick: Callable[[Any, Any], Any]) -> Any:
+def _type_ordinal(payload: Mapping[str, Any]) -> int | None:
+    value_type = payload.get("valueType")
+    return value_type.get("typeOrdinal") if isinstance(value_type, Mapping) else None
+
+
+def _unscaled(value: Any) -> Any:
+    """A decimal bound of index version V2 (a `BytesWrapper` of the unscaled two's-complement value) as an int."""
+    return int.from_bytes(value, "big", signed=True) if isinstance(value, bytes) else value
+
+
+def _bound(a: Any, b: Any, pick: Callable[[Any, Any], Any], order: Callable[[Any], Any] | None = None) -> Any:
     if a is None:
         return b
     if b is None:
         return a
     va, vb = wrapped(a), wrapped(b)
+    if order is not None:
+        va, vb = order(va), order(vb)
     if va == vb:
         return b
     try:

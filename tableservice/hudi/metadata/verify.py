@@ -7,6 +7,9 @@
   the file; no record for a file no longer listed. (Log files may have records; they are not recomputed.)
 - `record_index`: exactly the keys of the latest slices of the live file groups (read from storage, not through
   the metadata table), each pointing at its file group.
+- `partition_stats`: per partition and indexed column, a record whose range holds the range of the base files of
+  the partition's latest file slices (what a query reads; Hudi recomputes or widens these stats on commits, so
+  containment is required, not equality).
 - `bloom_filters`: a live record per listed base file whose footer holds a bloom filter, with that filter.
 Each problem is one `Difference` naming the metadata partition, the data partition, the key or file and what
 differs. Table versions 6, 8 and 9.
@@ -18,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tableservice.hudi.metadata.column_stats import ColumnStatsIndex
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
     NON_PARTITIONED,
@@ -25,12 +29,13 @@ from tableservice.hudi.metadata.keys import (
     bloom_filter_key,
     column_stats_key,
     partition_key,
+    partition_stats_key,
 )
 from tableservice.hudi.metadata.listing import committed_files
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.record_index import key_locations
 from tableservice.hudi.metadata.record_index import location as record_location
-from tableservice.hudi.metadata.records import live_files
+from tableservice.hudi.metadata.records import combine_stats, live_files
 from tableservice.hudi.metadata.update import NewFile, base_file_bloom_filter, file_stats, stats_index
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
@@ -38,6 +43,7 @@ from tableservice.hudi.timeline.active import Timeline
 FILES = MetadataPartition.FILES.value
 COLUMN_STATS = MetadataPartition.COLUMN_STATS.value
 RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
+PARTITION_STATS = MetadataPartition.PARTITION_STATS.value
 BLOOM_FILTERS = MetadataPartition.BLOOM_FILTERS.value
 LIMIT = 200  # differences reported per metadata partition
 
@@ -64,8 +70,15 @@ def verify_metadata_table(table: HudiTable, timeline: Timeline | None = None) ->
     out: list[Difference] = []
     if FILES in mdt.partitions:
         out += _limit(_files(mdt, expected))
-    if COLUMN_STATS in mdt.partitions:
-        out += _limit(_column_stats(mdt, expected))
+    if COLUMN_STATS in mdt.partitions or PARTITION_STATS in mdt.partitions:
+        index = stats_index(mdt)
+        recomputed = _recompute(mdt, expected, index) if index is not None else []
+        if COLUMN_STATS in mdt.partitions and index is not None:
+            out += _limit(_column_stats(mdt, expected, index, recomputed))
+        if PARTITION_STATS in mdt.partitions:
+            view = table.file_system_view(timeline=tl, listing=table.list_storage_files())
+            latest = {(s.partition_path, s.base_file.file_name) for s in view.latest_slices() if s.base_file}
+            out += _limit(_partition_stats(mdt, [r for r in recomputed if (r[0].partition, r[0].name) in latest]))
     if BLOOM_FILTERS in mdt.partitions:
         out += _limit(_bloom_filters(mdt, expected))
     if RECORD_INDEX in mdt.partitions:
@@ -101,10 +114,27 @@ def _files(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> Iterator[
                 yield Difference(FILES, partition, name, f"listed with {have[name]} bytes, storage has {want[name]}")
 
 
-def _column_stats(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> Iterator[Difference]:
-    index = stats_index(mdt)
-    if index is None:
-        return
+Recomputed = list[tuple[NewFile, dict[str, dict[str, Any]]]]
+
+
+def _recompute(mdt: MetadataTable, expected: dict[str, dict[str, int]], index: ColumnStatsIndex) -> Recomputed:
+    """The column stats of every committed base file, recomputed from the file: (file, column -> payload)."""
+    base_files = [
+        NewFile(p, name, size)
+        for p, files in sorted(expected.items())
+        for name, size in sorted(files.items())
+        if name.endswith(".parquet")
+    ]
+    payloads = file_stats(mdt.data, base_files, index)
+    # none for a file without rows or without the column
+    return [
+        (f, {p["columnName"]: p for p in file_payloads}) for f, file_payloads in zip(base_files, payloads, strict=True)
+    ]
+
+
+def _column_stats(
+    mdt: MetadataTable, expected: dict[str, dict[str, int]], index: ColumnStatsIndex, recomputed: Recomputed
+) -> Iterator[Difference]:
     stored = mdt.read_partition(COLUMN_STATS)
     wanted_keys: set[str] = set()
     # a log file holding only deletes or rollback blocks may have records: their presence is not required
@@ -115,16 +145,9 @@ def _column_stats(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> It
         if name.startswith(".")
         for c in index.columns
     )
-    base_files = [
-        NewFile(p, name, size)
-        for p, files in sorted(expected.items())
-        for name, size in sorted(files.items())
-        if name.endswith(".parquet")
-    ]
-    for f, payloads in zip(base_files, file_stats(mdt.data, base_files, index), strict=True):
-        recomputed = {p["columnName"]: p for p in payloads}  # none for a file without rows or without the column
+    for f, by_column in recomputed:
         for column in index.columns:
-            want = recomputed.get(column)
+            want = by_column.get(column)
             if want is None:
                 continue
             key = column_stats_key(column, f.partition, f.name)
@@ -145,6 +168,30 @@ def _column_stats(mdt: MetadataTable, expected: dict[str, dict[str, int]]) -> It
                 None,
                 f"{payload.get('fileName')} {payload.get('columnName')}",
                 "record for a file no longer listed",
+            )
+
+
+def _partition_stats(mdt: MetadataTable, recomputed: Recomputed) -> Iterator[Difference]:
+    stored = mdt.read_partition(PARTITION_STATS)
+    combined: dict[tuple[str, str], dict[str, Any]] = {}
+    for f, by_column in recomputed:
+        for column, payload in by_column.items():
+            key = (f.partition, column)
+            combined[key] = combine_stats(combined[key], payload) if key in combined else payload
+    for (partition, column), want in sorted(combined.items()):
+        record = stored.get(partition_stats_key(column, partition))
+        have = record.get("ColumnStatsMetadata") if record else None
+        if have is None:
+            yield Difference(PARTITION_STATS, partition, column, "no partition stats record")
+            continue
+        widened = combine_stats(want, have)
+        if (widened["minValue"], widened["maxValue"]) != (have["minValue"], have["maxValue"]):
+            yield Difference(
+                PARTITION_STATS,
+                partition,
+                column,
+                f"stored range {have['minValue']!r}..{have['maxValue']!r} does not hold the files' "
+                f"{want['minValue']!r}..{want['maxValue']!r}",
             )
 
 
