@@ -12,7 +12,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from tableservice.errors import UnsupportedTableError
+from tableservice.errors import InvalidTableConfigError
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
@@ -152,12 +152,12 @@ def _digest(path: Path) -> dict[str, str]:
     }
 
 
-def test_version_6_table_with_metadata_table_is_left_unchanged(tmp_path: Path, spark_executor: Any) -> None:
+def test_a_table_whose_metadata_table_is_missing_is_left_unchanged(tmp_path: Path, spark_executor: Any) -> None:
     path = fixture_table("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
     props = path / ".hoodie" / "hoodie.properties"
-    props.write_text(props.read_text() + "hoodie.table.metadata.partitions=files\n")
+    props.write_text(props.read_text() + "hoodie.table.metadata.partitions=files\n")  # but no .hoodie/metadata
     before = _digest(path)
-    ctx = _ctx(str(path), spark_executor)
-    with pytest.raises(UnsupportedTableError, match="metadata table"):
-        schedule_compaction(ctx, CompactionPolicy(), force=True)
+    with pytest.raises(InvalidTableConfigError, match="metadata table is missing") as info:
+        schedule_compaction(_ctx(str(path), spark_executor), CompactionPolicy(), force=True)
+    assert info.value.path == str(path / ".hoodie" / "metadata")
     assert _digest(path) == before

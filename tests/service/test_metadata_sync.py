@@ -126,7 +126,8 @@ def test_services_keep_the_metadata_table_in_step(name: str, tmp_path: Path, spa
 
 
 @pytest.mark.parametrize(
-    ("version", "table_type"), [(9, "MERGE_ON_READ"), (8, "COPY_ON_WRITE"), (6, "MERGE_ON_READ"), (6, "COPY_ON_WRITE")]
+    ("version", "table_type"),
+    [(v, t) for v in (9, 8, 6) for t in ("MERGE_ON_READ", "COPY_ON_WRITE")],
 )
 def test_services_beside_a_writer_on_a_generated_table(
     version: int, table_type: str, tmp_path: Path, spark_executor: Any

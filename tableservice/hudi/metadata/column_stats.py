@@ -134,6 +134,12 @@ def read_index_definitions(storage: Storage, base_path: str) -> dict[str, dict[s
     return {k: v for k, v in found.items() if isinstance(v, dict)}
 
 
+def write_index_definitions(storage: Storage, base_path: str, definitions: Mapping[str, Mapping[str, Any]]) -> None:
+    """Replace `.hoodie/.index_defs/index.json` with these definitions (index name -> definition)."""
+    doc = {"indexDefinitions": {name: dict(d) for name, d in sorted(definitions.items())}}
+    storage.write_bytes(join(base_path, INDEX_DEFINITIONS_PATH), json.dumps(doc, indent=2).encode("utf-8"))
+
+
 def column_stats_index(
     storage: Storage, base_path: str, table_version: int, schema: pa.Schema | None = None
 ) -> ColumnStatsIndex | None:

@@ -25,6 +25,7 @@ from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.file_group.log_format import HeaderKey
 from tableservice.hudi.file_group.log_format.writer import append_log_blocks, encode_delete_block
 from tableservice.hudi.metadata import column_stats as cs
+from tableservice.hudi.metadata.column_stats import read_index_definitions
 from tableservice.hudi.metadata.compaction import ensure_partition_metadata
 from tableservice.hudi.metadata.delta_commit import MetadataRecord
 from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
@@ -35,13 +36,21 @@ from tableservice.hudi.metadata.keys import (
     bloom_filter_key,
     file_group_id,
     file_group_index,
+    is_secondary_index,
     partition_key,
+    routes_by_value,
+    secondary_index_key,
 )
 from tableservice.hudi.metadata.listing import committed_files
 from tableservice.hudi.metadata.reader import metadata_table_path
-from tableservice.hudi.metadata.record_index import key_locations
+from tableservice.hudi.metadata.record_index import key_locations, key_values
 from tableservice.hudi.metadata.record_index import location as record_location
-from tableservice.hudi.metadata.records import bloom_filter_record, files_record, record_index_record
+from tableservice.hudi.metadata.records import (
+    bloom_filter_record,
+    files_record,
+    record_index_record,
+    secondary_index_record,
+)
 from tableservice.hudi.metadata.schema import metadata_record_schema_json
 from tableservice.hudi.metadata.update import NewFile, base_file_bloom_filter, file_stats, stats_records
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
@@ -72,14 +81,9 @@ def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tu
     """Create the metadata table (when absent) and build `partitions` not built yet; returns the partitions now
     listed in `hoodie.table.metadata.partitions`."""
     config = table.config
-    supported = SUPPORTED if config.version >= 8 else tuple(p for p in SUPPORTED if p != PARTITION_STATS)
-    unknown = [p for p in partitions if p not in supported]
-    if unknown:
-        raise InvalidTableConfigError(
-            f"cannot build metadata partitions {unknown} in a table of version {config.version}: supported are "
-            f"{', '.join(supported)}",
-            table=table.name,
-        )
+    check_supported(table, [p for p in partitions if not is_secondary_index(p)])
+    if any(is_secondary_index(p) for p in partitions):
+        raise InvalidTableConfigError("secondary indexes are built by the indexing action", table=table.name)
     timeline = table.reload()
     if timeline.pending_of(Action.DELTA_COMMIT) or timeline.pending_of(Action.COMMIT):
         raise InvalidTableConfigError("a write is pending: build the metadata table once it ends", table=table.name)
@@ -89,19 +93,14 @@ def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tu
         todo.insert(0, FILES)
     if not todo:
         return tuple(built)
-    path = metadata_table_path(table.base_path)
-    mdt = _open_or_create(table, path, fresh=not built)
-    files = committed_files(table, timeline)
-    stats: list[list[dict[str, Any]]] | None = None  # column stats of `files`, read once for both stats partitions
-    new_files = [NewFile(p, n, size) for p, names in sorted(files.items()) for n, size in sorted(names.items())]
+    mdt = open_or_create_metadata_table(table, fresh=not built)
+    source = TableSource(table, timeline)
     for partition in todo:
         instant = init_instant(config.version, timeline, mdt.timeline())
-        if partition in (COLUMN_STATS, PARTITION_STATS) and stats is None:
-            index = stats_index_of(table, timeline)
-            stats = file_stats(table, new_files, index)
-        records = _records(table, timeline, partition, files, new_files, stats)
-        groups = _file_groups(partition, len(records))
-        _write_partition(table, mdt, partition, instant, groups, records)
+        records = source.records(partition)
+        groups = file_group_count(partition, len(records))
+        stats = write_partition_files(table, mdt, partition, instant, groups, records)
+        complete_initialization(table, mdt, partition, instant, stats)
         built.append(partition)
         store_table_config(
             table.storage,
@@ -119,7 +118,22 @@ def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tu
     return tuple(sorted(built))
 
 
-def _open_or_create(table: HudiTable, path: str, *, fresh: bool) -> HudiTable:
+def check_supported(table: HudiTable, partitions: Sequence[str]) -> None:
+    """Refuse partitions the table's version has no place for, or that the daemon cannot build."""
+    version = table.config.version
+    supported = SUPPORTED if version >= 8 else tuple(p for p in SUPPORTED if p != PARTITION_STATS)
+    unknown = [p for p in partitions if p not in supported and not (version >= 8 and is_secondary_index(p))]
+    if unknown:
+        raise InvalidTableConfigError(
+            f"cannot build metadata partitions {unknown} in a table of version {version}: supported are "
+            f"{', '.join(supported)}{' and secondary indexes' if version >= 8 else ''}",
+            table=table.name,
+        )
+
+
+def open_or_create_metadata_table(table: HudiTable, *, fresh: bool) -> HudiTable:
+    """The metadata table, created (or, when `fresh`, re-created: no partition of it is listed) as needed."""
+    path = metadata_table_path(table.base_path)
     storage = table.storage
     props = join(path, ".hoodie", tc.PROPERTIES_FILE)
     if storage.exists(props) and not fresh:
@@ -177,35 +191,51 @@ def _v6_properties(name: str) -> dict[str, str]:
     }
 
 
-def _file_groups(partition: str, records: int) -> int:
-    if partition == RECORD_INDEX:
+def file_group_count(partition: str, records: int) -> int:
+    """Hudi's file-group counts: fixed per partition, estimated from the record count for record and secondary
+    indexes."""
+    if partition == RECORD_INDEX or is_secondary_index(partition):
         wanted = -(-records // RECORDS_PER_RECORD_INDEX_GROUP)
         return max(RECORD_INDEX_MIN_GROUPS, min(RECORD_INDEX_MAX_GROUPS, wanted))
     return FILE_GROUPS[partition]
 
 
-def _records(
-    table: HudiTable,
-    timeline: Timeline,
-    partition: str,
-    files: dict[str, dict[str, int]],
-    new_files: list[NewFile],
-    stats: list[list[dict[str, Any]]] | None,
-) -> list[MetadataRecord]:
-    if partition == FILES:
-        listed = files_record({partition_key(p): (0, False) for p in files}, partition_list=True)
-        out = [MetadataRecord(FILES, ALL_PARTITIONS_KEY, listed)]
-        out += [
-            MetadataRecord(FILES, partition_key(p), files_record({n: (size, False) for n, size in f.items()}))
-            for p, f in files.items()
+class TableSource:
+    """What metadata records are built from: the table as of `timeline` (committed files read once, their column
+    stats read once for both stats partitions)."""
+
+    def __init__(self, table: HudiTable, timeline: Timeline, as_of: str | None = None) -> None:
+        self.table = table
+        self.timeline = timeline
+        self.as_of = as_of
+        self.files = committed_files(table, timeline)
+        self.new_files = [
+            NewFile(p, n, size) for p, names in sorted(self.files.items()) for n, size in sorted(names.items())
         ]
-        return out
-    if partition == RECORD_INDEX:
-        return _record_index(table, timeline)
-    if partition == BLOOM_FILTERS:
-        return _bloom_filters(table, new_files)
-    assert stats is not None  # read by the caller for the stats partitions
-    return stats_records((partition,), new_files, stats)
+        self._stats: list[list[dict[str, Any]]] | None = None
+
+    def stats(self) -> list[list[dict[str, Any]]]:
+        if self._stats is None:
+            self._stats = file_stats(self.table, self.new_files, stats_index_of(self.table, self.timeline))
+        return self._stats
+
+    def records(self, partition: str) -> list[MetadataRecord]:
+        """Every record of `partition` as of the source's timeline."""
+        if partition == FILES:
+            listed = files_record({partition_key(p): (0, False) for p in self.files}, partition_list=True)
+            out = [MetadataRecord(FILES, ALL_PARTITIONS_KEY, listed)]
+            out += [
+                MetadataRecord(FILES, partition_key(p), files_record({n: (size, False) for n, size in f.items()}))
+                for p, f in self.files.items()
+            ]
+            return out
+        if partition == RECORD_INDEX:
+            return _record_index(self.table, self.timeline, self.as_of)
+        if partition == BLOOM_FILTERS:
+            return _bloom_filters(self.table, self.new_files)
+        if is_secondary_index(partition):
+            return _secondary_index(self.table, partition, self.as_of)
+        return stats_records((partition,), self.new_files, self.stats())
 
 
 def _bloom_filters(table: HudiTable, new_files: list[NewFile]) -> list[MetadataRecord]:
@@ -229,34 +259,54 @@ def stats_index_of(table: HudiTable, timeline: Timeline) -> cs.ColumnStatsIndex:
     return index
 
 
-def _record_index(table: HudiTable, timeline: Timeline) -> list[MetadataRecord]:
+def _record_index(table: HudiTable, timeline: Timeline, as_of: str | None) -> list[MetadataRecord]:
     """Every key of the latest file slices, pointing at its file group, with the slice's base instant as the
     instant (as Hudi does when it builds a record index from an existing table)."""
     view = table.file_system_view(timeline=timeline, listing=table.list_storage_files())
     millis = {s.file_group_id: instant_epoch_ms(s.base_instant_time, table.active.tz) for s in view.latest_slices()}
     out: dict[str, MetadataRecord] = {}
-    for key, partition, file_id in key_locations(table):
+    for key, partition, file_id in key_locations(table, as_of):
         value = record_index_record(record_location(partition, file_id, millis.get((partition, file_id), 0)))
         out[key] = MetadataRecord(RECORD_INDEX, key, value)
     return list(out.values())
 
 
-def _write_partition(
+def _secondary_index(table: HudiTable, partition: str, as_of: str | None) -> list[MetadataRecord]:
+    """`<escaped value>$<escaped record key>` for every record of the latest file slices (the column named by the
+    index's definition in `.hoodie/.index_defs/index.json`)."""
+    definition = (read_index_definitions(table.storage, table.base_path) or {}).get(partition)
+    fields = definition.get("sourceFields") if definition else None
+    if not fields or len(fields) != 1:
+        raise InvalidTableConfigError(
+            f"{partition} needs a definition with one source field in .hoodie/.index_defs/index.json", table=table.name
+        )
+    column = str(fields[0])
+    value = secondary_index_record()
+    out = {}
+    for key, secondary in key_values(table, column, as_of):
+        entry = secondary_index_key(secondary, key)
+        out[entry] = MetadataRecord(partition, entry, value)
+    return list(out.values())
+
+
+def write_partition_files(
     table: HudiTable, mdt: HudiTable, partition: str, instant: str, groups: int, records: Sequence[MetadataRecord]
-) -> None:
+) -> list[HoodieWriteStat]:
+    """The files of a new partition at `instant`: whatever an earlier attempt left is removed, every file group gets
+    its empty initial log file, the records (routed, sorted) go into one base HFile per file group that receives
+    any. Returns the write stats of the base files."""
     storage = mdt.storage
     schema_json = metadata_record_schema_json(table.config.version)
     parsed = fastavro.parse_schema(json.loads(schema_json))
     folder = partition_location(mdt.base_path, partition)
     for name in [fi.location for fi in storage.list(folder)] if storage.exists(folder) else []:
         storage.delete(name)  # leftovers of an attempt that did not complete
-    requested = mdt.active.create_requested(instant, Action.DELTA_COMMIT)
-    inflight = mdt.active.transition_to_inflight(requested)
+    v2 = routes_by_value(partition, index_version(table, partition))
     by_group: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
     for r in sorted(records, key=lambda r: r.key.encode("utf-8")):
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed, r.value)
-        by_group[file_group_index(r.key, groups)].append((r.key.encode("utf-8"), buf.getvalue()))
+        by_group[file_group_index(r.key, groups, secondary_v2=v2)].append((r.key.encode("utf-8"), buf.getvalue()))
     stats: list[HoodieWriteStat] = []
     layout = hfile_layout(table.config.version)
     for i in range(groups):
@@ -291,6 +341,14 @@ def _write_partition(
             )
         )
     ensure_partition_metadata(storage, folder, instant)
+    return stats
+
+
+def complete_initialization(
+    table: HudiTable, mdt: HudiTable, partition: str, instant: str, stats: Sequence[HoodieWriteStat]
+) -> None:
+    """The metadata delta commit that makes a new partition's files part of the metadata table."""
+    schema_json = metadata_record_schema_json(table.config.version)
     operation = "BULK_INSERT_PREPPED" if table.config.version >= 9 else "BULK_INSERT"
     metadata = HoodieCommitMetadata(
         partition_to_write_stats={partition: tuple(stats)},
@@ -298,6 +356,18 @@ def _write_partition(
         extra_metadata={"schema": schema_json},
         operation_type=operation,
     )
+    timeline = mdt.reload()
+    existing = timeline.get(instant)
+    if existing is not None and not existing.is_completed:
+        mdt.active.delete_pending(existing)  # an attempt that crashed before completing
+    inflight = mdt.active.transition_to_inflight(mdt.active.create_requested(instant, Action.DELTA_COMMIT))
     mdt.active.transition_to_completed(
         inflight, encode_commit_metadata(metadata, table_version=table.config.version), timeline=mdt.reload()
     )
+
+
+def index_version(table: HudiTable, partition: str) -> str | None:
+    if table.config.version < 8:
+        return None
+    version = ((read_index_definitions(table.storage, table.base_path) or {}).get(partition) or {}).get("version")
+    return version if isinstance(version, str) else None

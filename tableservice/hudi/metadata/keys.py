@@ -112,6 +112,10 @@ def bloom_filter_key(partition: str, file_name: str) -> str:
 _ESCAPED = ("\\", "$", "\x00")
 
 
+def is_secondary_index(partition: str) -> bool:
+    return partition.startswith(SECONDARY_INDEX_PREFIX)
+
+
 def escape_secondary(text: str | None) -> str:
     """Escape a secondary-key part: a backslash before `\\`, `$` and NUL; a null value is NUL itself."""
     if text is None:

@@ -49,15 +49,33 @@ def file_id_of(file_name: str) -> str:
     return parsed.file_id if parsed is not None else file_name
 
 
-def key_locations(table: HudiTable) -> Iterator[tuple[str, str, str]]:
-    """(record key, partition, file id) of every record of the latest file slices, read from storage (never
-    through the metadata table: this is what the record index is checked and built against)."""
-    options = ReadOptions(columns=(KEY, PARTITION, FILE_NAME), from_storage=True)
+def key_locations(table: HudiTable, as_of: str | None = None) -> Iterator[tuple[str, str, str]]:
+    """(record key, partition, file id) of every record of the latest file slices (as of `as_of`), read from
+    storage (never through the metadata table: this is what the record index is checked and built against)."""
+    options = ReadOptions(columns=(KEY, PARTITION, FILE_NAME), from_storage=True, as_of=as_of)
     for batch in iter_read(table, options):
         columns = (batch.column(c).to_pylist() for c in (KEY, PARTITION, FILE_NAME))
         for key, partition, name in zip(*columns, strict=True):
             if key is not None:
                 yield str(key), str(partition or ""), file_id_of(str(name or ""))
+
+
+def key_values(table: HudiTable, column: str, as_of: str | None = None) -> Iterator[tuple[str, str | None]]:
+    """(record key, the column's value as text) of every record of the latest file slices (as of `as_of`)."""
+    options = ReadOptions(columns=(KEY, column), from_storage=True, as_of=as_of)
+    for batch in iter_read(table, options):
+        for key, value in zip(batch.column(KEY).to_pylist(), batch.column(column).to_pylist(), strict=True):
+            if key is not None:
+                yield str(key), secondary_text(value)
+
+
+def secondary_text(value: Any) -> str | None:
+    """A secondary key value as Hudi keeps it (Java's `toString`): booleans `true`/`false`, others as text."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def location(partition: str, file_id: str, instant_ms: int) -> dict[str, Any]:

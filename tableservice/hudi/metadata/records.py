@@ -69,6 +69,10 @@ def bloom_filter_record(filter_type: str, instant: str, serialized: bytes, *, de
     return _record(RecordType.BLOOM_FILTER, BloomFilterMetadata=bloom)
 
 
+def secondary_index_record(*, deleted: bool = False) -> dict[str, Any]:
+    return _record(RecordType.SECONDARY_INDEX, SecondaryIndexMetadata={"isDeleted": deleted})
+
+
 def record_index_record(location: Mapping[str, Any]) -> dict[str, Any]:
     return _record(RecordType.RECORD_INDEX, recordIndexMetadata=dict(location))
 

@@ -58,12 +58,13 @@ from tableservice.hudi.models import (
     HoodieRollbackMetadata,
     HoodieWriteStat,
     TimelineContent,
+    decode_clean_metadata,
 )
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import read_schema
 from tableservice.hudi.timeline.active import Timeline
-from tableservice.hudi.timeline.instant import Action, Instant, instant_epoch_ms
+from tableservice.hudi.timeline.instant import WRITE_ACTIONS, Action, Instant, instant_epoch_ms
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,20 @@ def _check_supported_partitions(mdt: MetadataTable, instant: Instant, content: T
             )
 
 
+def records_for(mdt: MetadataTable, instant: Instant, partitions: Collection[str]) -> list[MetadataRecord]:
+    """What a completed data instant sends to `partitions` (an indexing action catching up with it)."""
+    data = mdt.data
+    if instant.action in WRITE_ACTIONS:
+        return commit_records(mdt, instant, data.commit_metadata(instant), partitions)
+    if instant.action is Action.CLEAN:
+        path = data.active.path_of(instant)
+        clean = decode_clean_metadata(data.storage.read_bytes(path), path=path)
+        return clean_records(mdt, clean, partitions)
+    if instant.action is Action.ROLLBACK and FILES in partitions and uses_suffixes(mdt.mdt.config.version):
+        return rollback_records(data.rollback_metadata(instant))
+    return []
+
+
 def rollback_records(md: HoodieRollbackMetadata) -> list[MetadataRecord]:
     """Table version 6: the log files a data rollback leaves, per data partition that got command blocks (the
     command-block files and the failed attempt's log files, sizes merged by max, as Hudi 0.15 records them).
@@ -165,9 +180,12 @@ def _new_files(stats: Iterable[HoodieWriteStat]) -> list[NewFile]:
     return out
 
 
-def commit_records(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadata) -> list[MetadataRecord]:
-    """Records for a commit that wrote files: compaction, clustering, or a writer's commit."""
-    written = set(mdt.written_partitions)
+def commit_records(
+    mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadata, partitions: Collection[str] | None = None
+) -> list[MetadataRecord]:
+    """Records for a commit that wrote files: compaction, clustering, or a writer's commit (for `partitions`, by
+    default every partition commits write)."""
+    written = set(mdt.written_partitions if partitions is None else partitions)
     stats = [s for group in (md.partition_to_write_stats or {}).values() for s in group if s.path]
     files = _new_files(stats)
     records: list[MetadataRecord] = []
@@ -227,9 +245,11 @@ def _index_updates(
     return updates
 
 
-def clean_records(mdt: MetadataTable, md: HoodieCleanMetadata) -> list[MetadataRecord]:
+def clean_records(
+    mdt: MetadataTable, md: HoodieCleanMetadata, partitions: Collection[str] | None = None
+) -> list[MetadataRecord]:
     """Tombstones for the files a clean deleted (and for partitions it deleted)."""
-    written = set(mdt.written_partitions)
+    written = set(mdt.written_partitions if partitions is None else partitions)
     records: list[MetadataRecord] = []
     deleted_partitions = []
     index = stats_index(mdt) if COLUMN_STATS in written else None

@@ -132,6 +132,12 @@ class HudiTable:
         timeline = self.timeline()
         return TableSnapshot(self, self.config, timeline)
 
+    def reload_config(self) -> TableConfig:
+        """`hoodie.properties` read again now (after this process changed it)."""
+        if self._reread_config():
+            self._timeline = None
+        return self.config
+
     def _reread_config(self) -> bool:
         """Read `hoodie.properties` again; True when it changed (the timeline must then be loaded again)."""
         config = load_table_config(self.storage, self.base_path)
