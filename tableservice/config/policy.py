@@ -19,6 +19,7 @@ from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
+from tableservice.planning.indexing.policy import IndexingPolicy
 from tableservice.planning.keyed_policy import HudiKeyedPolicy
 from tableservice.planning.metadata.policy import MetadataPolicy
 
@@ -104,6 +105,7 @@ def _model_validator(
 
 _PLANNING_MODELS: dict[str, type[HudiKeyedPolicy]] = {
     "metadata": MetadataPolicy,
+    "indexing": IndexingPolicy,
     "clean": CleanPolicy,
     "archival": ArchivalPolicy,
     "compaction": CompactionPolicy,
@@ -119,7 +121,8 @@ _BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
     "compaction": _model_validator(CompactionPolicy, _COMPACTION_SWITCH),
     "clustering": _model_validator(ClusteringPolicy, _CLUSTERING_SWITCH),
     "failed_writes": (_validate_failed_writes, _failed_writes_keys),
-    "metadata": _model_validator(MetadataPolicy, None),
+    "metadata": _model_validator(MetadataPolicy, None, leave_out=("hoodie.metadata.index.", "hoodie.metadata.record.")),
+    "indexing": _model_validator(IndexingPolicy, None),
 }
 _RENAMED: dict[str, str] = {
     _COMPACTION_SWITCH: "set `schedule` (or `enabled`) in this section instead",
@@ -368,6 +371,24 @@ class MetadataPolicySettings(ServicePolicy):
         return MetadataPolicy.from_mapping(self.hudi_options())
 
 
+class IndexingPolicySettings(ServicePolicy):
+    """`indexing`: the metadata-table indexes the table should have (Hudi's `hoodie.metadata.record.index.enable`,
+    `hoodie.metadata.index.*.enable` keys, and `secondary_indexes`: index name -> column); the daemon schedules an
+    `indexing` action for those it lacks, and executes pending indexing plans whoever wrote them."""
+
+    service: ClassVar[str] = "indexing"
+
+    schedule: bool = True
+    """Plan indexing for wanted indexes the table lacks."""
+    execute: bool = True
+    """Execute pending indexing plans (a Hudi writer's or an operator's too)."""
+    secondary_indexes: dict[str, str] = {}
+    """Secondary indexes (table version 8+): index name -> the column it indexes."""
+
+    def policy(self) -> IndexingPolicy:
+        return IndexingPolicy.from_mapping(self.hudi_options())
+
+
 _PLANNED_SERVICES: tuple[str, ...] = ()
 
 
@@ -385,6 +406,7 @@ class PolicySet(BaseModel):
     archival: ArchivalPolicySettings = ArchivalPolicySettings()
     failed_writes: FailedWritesPolicySettings = FailedWritesPolicySettings()
     metadata: MetadataPolicySettings = MetadataPolicySettings()
+    indexing: IndexingPolicySettings = IndexingPolicySettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -228,7 +228,7 @@ class SparkExecutor:
             typed = decode_task_error(str(e))
             if typed is not None:  # the task's own error: a corrupt file, a bad plan, a storage error
                 raise typed from e
-            raise SparkJobError(f"job {description} failed: {_short(e)}") from e
+            raise SparkJobError(f"job {description} failed: {short_error(e)}") from e
         finally:
             spark.removeTag(tag)
         stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]
@@ -288,7 +288,7 @@ def decode_task_error(text: str) -> TableServiceError | None:
     return error
 
 
-def _short(e: BaseException) -> str:
+def short_error(e: BaseException) -> str:
     """The line of a Spark error that says what went wrong: for a Python worker, the exception at the end of its
     traceback (the first line only says that the worker raised)."""
     lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]

@@ -120,6 +120,12 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
             policies.metadata.policy(), schedule=policies.metadata.enabled, execute=policies.metadata.enabled
         ),
         verify_metadata_after_action=policies.metadata.verify_after_action,
+        indexing=ServiceSettings(
+            policies.indexing.policy(),
+            schedule=policies.indexing.enabled and policies.indexing.schedule,
+            execute=policies.indexing.enabled and policies.indexing.execute,
+        ),
+        secondary_indexes=dict(policies.indexing.secondary_indexes),
         # Twice Hudi's wait: long enough to take over from a holder whose lease ran out (DynamoDB).
         lock_timeout_s=2 * config.effective_locks(entry).wait_time_ms / 1000,
         permanent_failure_hold_s=config.service.retry.quarantine_seconds,

@@ -4,6 +4,7 @@ on /status and by `tableservice status`), the outcome of one pass, and the Spark
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -15,11 +16,13 @@ from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
+from tableservice.planning.indexing.policy import IndexingPolicy
 from tableservice.planning.metadata.policy import MetadataPolicy
 from tableservice.service.archival import ArchivalService
 from tableservice.service.clean import CleanService
 from tableservice.service.clustering import ClusteringResult, ClusteringService
 from tableservice.service.compaction import CompactionResult, CompactionService
+from tableservice.service.indexing import IndexingService
 from tableservice.service.metadata import MetadataService
 from tableservice.service.protocol import Outcome, ServiceSettings, TableService
 from tableservice.service.rollback import FailedWritesSettings, RollbackService
@@ -41,6 +44,9 @@ class TableSettings:
         default_factory=lambda: ServiceSettings(FailedWritesSettings(), schedule=False)
     )
     metadata: ServiceSettings[MetadataPolicy] = field(default_factory=lambda: ServiceSettings(MetadataPolicy()))
+    indexing: ServiceSettings[IndexingPolicy] = field(default_factory=lambda: ServiceSettings(IndexingPolicy()))
+    # Secondary indexes the table should have (`indexing.secondary_indexes`): index name -> column.
+    secondary_indexes: Mapping[str, str] = field(default_factory=dict)
     # Compare the metadata table with storage after each action (`metadata.verify_after_action`).
     verify_metadata_after_action: bool = False
     lock_timeout_s: float = 60.0
@@ -59,6 +65,7 @@ class TableSettings:
             ClusteringService(self.clustering),
             CleanService(self.clean),
             ArchivalService(self.archival),
+            IndexingService(self.indexing, dict(self.secondary_indexes)),
             MetadataService(self.metadata),
         ]
 

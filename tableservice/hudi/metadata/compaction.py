@@ -81,6 +81,8 @@ def metadata_compaction_due(
         )
     if timeline.pending_compactions():
         return MetadataCompactionDecision(True, len(deltas), None, "a metadata compaction is pending")
+    if mdt.data_timeline.pending_of(Action.INDEXING):  # its partitions' files must not be compacted half-built
+        return MetadataCompactionDecision(False, len(deltas), None, "an indexing action is pending")
     if uses_suffixes(mdt.mdt.config.version):
         return _suffixed_decision(mdt, len(deltas))
     t = _instant_time(mdt)

@@ -274,19 +274,24 @@ def _record_index(table: HudiTable, timeline: Timeline, as_of: str | None) -> li
 def _secondary_index(table: HudiTable, partition: str, as_of: str | None) -> list[MetadataRecord]:
     """`<escaped value>$<escaped record key>` for every record of the latest file slices (the column named by the
     index's definition in `.hoodie/.index_defs/index.json`)."""
-    definition = (read_index_definitions(table.storage, table.base_path) or {}).get(partition)
-    fields = definition.get("sourceFields") if definition else None
-    if not fields or len(fields) != 1:
-        raise InvalidTableConfigError(
-            f"{partition} needs a definition with one source field in .hoodie/.index_defs/index.json", table=table.name
-        )
-    column = str(fields[0])
+    column = secondary_column(table, partition)
     value = secondary_index_record()
     out = {}
     for key, secondary in key_values(table, column, as_of):
         entry = secondary_index_key(secondary, key)
         out[entry] = MetadataRecord(partition, entry, value)
     return list(out.values())
+
+
+def secondary_column(table: HudiTable, partition: str) -> str:
+    """The column a secondary index indexes, from its definition in `.hoodie/.index_defs/index.json`."""
+    definition = (read_index_definitions(table.storage, table.base_path) or {}).get(partition)
+    fields = definition.get("sourceFields") if definition else None
+    if not fields or len(fields) != 1:
+        raise InvalidTableConfigError(
+            f"{partition} needs a definition with one source field in .hoodie/.index_defs/index.json", table=table.name
+        )
+    return str(fields[0])
 
 
 def write_partition_files(
