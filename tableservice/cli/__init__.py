@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tableservice import __version__
-from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, lock_cmd, service_cmd, table_cmd
+from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, index_cmd, lock_cmd, service_cmd, table_cmd
 from tableservice.errors import ConfigError, TableServiceError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_cmd.register(sub)
     lock_cmd.register(sub)
     service_cmd.register(sub)
+    index_cmd.register(sub)
     return parser
 
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from tableservice.errors import TableServiceError
+from tableservice.hudi.action.indexing import IndexingResult
 from tableservice.hudi.timeline.instant import Action, Instant, parse_instant_time, timeline_timezone
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
@@ -135,6 +136,7 @@ class PassResult:
     cleaned: list[str] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
     rolled_back: list[str] = field(default_factory=list)
+    indexed: list[IndexingResult] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
     held_back: list[Failure] = field(default_factory=list)  # permanent failures of actions, also in `failed`
 
@@ -152,6 +154,8 @@ class PassResult:
             self.completed.append(outcome.value)
         elif isinstance(outcome.value, ClusteringResult):
             self.clustered.append(outcome.value)
+        elif isinstance(outcome.value, IndexingResult):
+            self.indexed.append(outcome.value)
         elif outcome.service == "clean":
             self.cleaned.append(t)
         elif outcome.service == "archival" and isinstance(outcome.value, list):

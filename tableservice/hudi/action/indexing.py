@@ -367,3 +367,43 @@ def abort_indexing(table: HudiTable, instant: Instant, *, lock: LockFactory | No
             )
         table.active.delete_pending(current)
     log.info("aborted indexing", extra={"table": table.name, "instant": instant.requested_time})
+
+
+def drop_index(table: HudiTable, partition: str, *, lock: LockFactory | None = None) -> bool:
+    """Remove a built metadata partition: from `hoodie.table.metadata.partitions` first (readers stop using it),
+    then its folder and its definition. Dropping `files` removes the whole metadata table (every other partition
+    needs it). False when the table has no such partition."""
+    with (lock if lock is not None else no_lock)():
+        table.reload()
+        config = table.reload_config()
+        listed = set(config.metadata_partitions) | set(config.metadata_partitions_inflight)
+        if partition not in listed:
+            return False
+        if planned_partitions(table, table.timeline()):
+            raise InvalidTableConfigError("an indexing action is pending: run or abort it first", table=table.name)
+        gone = listed if partition == FILES else {partition}
+        store_table_config(
+            table.storage,
+            table.base_path,
+            config.with_updates(
+                {
+                    tc.METADATA_PARTITIONS: ",".join(p for p in config.metadata_partitions if p not in gone),
+                    tc.METADATA_PARTITIONS_INFLIGHT: ",".join(
+                        p for p in config.metadata_partitions_inflight if p not in gone
+                    ),
+                }
+            ),
+        )
+        table.reload_config()
+        root = metadata_table_path(table.base_path)
+        folders = [root] if partition == FILES else [join(root, partition)]
+        for folder in folders:
+            if table.storage.exists(folder):
+                table.storage.delete_dir(folder)
+        definitions = _definitions(table)
+        if definitions is not None and gone & set(definitions):
+            write_index_definitions(
+                table.storage, table.base_path, {k: v for k, v in definitions.items() if k not in gone}
+            )
+    log.info("dropped metadata partition %s", partition, extra={"table": table.name})
+    return True
