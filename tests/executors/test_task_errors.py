@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tableservice.errors import CorruptFileError, FileMissingError, TableServiceError
-from tableservice.executors.spark import _short, decode_task_error, encode_task_error
+from tableservice.executors.spark import decode_task_error, encode_task_error, short_error
 from tableservice.service.compaction import execute_compaction
 from tests.support.daemon_helpers import with_pending_compaction
 
@@ -34,7 +34,7 @@ def test_the_line_kept_from_a_python_worker_error_is_the_exception() -> None:
         'Traceback (most recent call last):\n  File "x.py", line 1, in f\n'
         "ZeroDivisionError: division by zero\n"
     )
-    assert _short(Exception(text)) == "ZeroDivisionError: division by zero"
+    assert short_error(Exception(text)) == "ZeroDivisionError: division by zero"
 
 
 @pytest.mark.spark

@@ -20,7 +20,7 @@ from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
-from tableservice.locks import InProcessLockProvider
+from tableservice.locks import InProcessLockProvider, LockHandle
 from tableservice.planning.indexing.policy import IndexingPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.indexing import IndexingService
@@ -69,7 +69,7 @@ def test_indexing_builds_what_the_policy_names(
     instant = service.schedule(ctx)
     assert instant is not None and instant.action is Action.INDEXING
     assert service.schedule(_ctx(path, spark_executor)) is None  # planned already
-    outcome = service.execute(_ctx(path, spark_executor), instant, lease=_NoLease())
+    outcome = service.execute(_ctx(path, spark_executor), instant, lease=LockHandle("lease", "test"))
     table = HudiTable.open(Storage(), path)
     expected = ["files", "column_stats", "bloom_filters", "record_index"]
     if version >= 8:
@@ -121,8 +121,3 @@ def _file_id(loc: dict[str, Any]) -> str:
 
     high, low = loc["fileIdHighBits"] % (1 << 64), loc["fileIdLowBits"] % (1 << 64)
     return f"{uuid.UUID(int=(high << 64) | low)}-{loc['fileIndex']}"
-
-
-class _NoLease:
-    def check(self) -> None:
-        return None
