@@ -21,10 +21,13 @@ from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider, LockHandle
+from tableservice.metrics import new_metrics
 from tableservice.planning.indexing.policy import IndexingPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.indexing import IndexingService
 from tableservice.service.protocol import ServiceSettings
+from tableservice.service.table_state import TableSettings
+from tableservice.service.table_worker import TableWorker
 from tableservice.storage import Storage
 from tests.support.metadata_table import partition_records
 from tests.support.oracle import hudi_read
@@ -121,3 +124,25 @@ def _file_id(loc: dict[str, Any]) -> str:
 
     high, low = loc["fileIdHighBits"] % (1 << 64), loc["fileIdLowBits"] % (1 << 64)
     return f"{uuid.UUID(int=(high << 64) | low)}-{loc['fileIndex']}"
+
+
+def test_a_pass_builds_the_indexes_the_policy_names_and_counts_them(tmp_path: Path, spark_executor: Any) -> None:
+    path = str(tmp_path / "t")
+    create_trip_table(path, 8, TableType.MERGE_ON_READ)
+    client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=60))
+    for step in Workload(150, 2, 0.3, 0.0, partitions=2, seed=15).steps():
+        client.apply(step)
+    metrics = new_metrics(process_metrics=False)
+    policy = IndexingPolicy.from_mapping({"hoodie.metadata.record.index.enable": "true"})
+    settings = TableSettings(uri=path, name="trips", indexing=ServiceSettings(policy), secondary_indexes={"r": "rider"})
+    worker = TableWorker(settings, Storage(), InProcessLockProvider(), spark_executor, metrics)
+    result = worker.run_pass()
+    assert not result.failed, result.failed
+    (done,) = result.indexed
+    assert done.partitions == ("files", "record_index", "secondary_index_r")
+    assert sorted(HudiTable.open(Storage(), path).config.metadata_partitions) == list(done.partitions)
+    text = metrics.render()[0].decode()
+    assert f'tableservice_written_records_total{{action="indexing",table="trips"}} {float(done.records)}' in text
+    assert 'tableservice_actions_completed_total{action="indexing",table="trips"} 1.0' in text
+    again = worker.run_pass()  # built: nothing more to schedule
+    assert not again.indexed and not again.scheduled
