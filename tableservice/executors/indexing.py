@@ -26,10 +26,10 @@ from tableservice.hudi.action.compact import CompactionTask, slice_at, task_read
 from tableservice.hudi.action.indexing import RecordBuilder
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.metadata.delta_commit import MetadataRecord
-from tableservice.hudi.metadata.initialize import TableSource, secondary_column
+from tableservice.hudi.metadata.initialize import TableSource, record_index_records, secondary_column
 from tableservice.hudi.metadata.keys import MetadataPartition, is_secondary_index, secondary_index_key
-from tableservice.hudi.metadata.record_index import location, secondary_text
-from tableservice.hudi.metadata.records import record_index_record, secondary_index_record
+from tableservice.hudi.metadata.record_index import secondary_text
+from tableservice.hudi.metadata.records import secondary_index_record
 from tableservice.hudi.timeline.instant import instant_epoch_ms
 from tableservice.storage import Storage, StorageOptions
 
@@ -140,11 +140,7 @@ def spark_record_builder(
             return [MetadataRecord(partition, e, value) for e in entries]
         tz = table.active.tz
         millis = {(s.partition_path, s.file_id): instant_epoch_ms(s.base_instant_time, tz) for s in slices}
-        out: dict[str, MetadataRecord] = {}
-        for key, p, fid in zip(
-            keys, rows.column("partition").to_pylist(), rows.column("file_id").to_pylist(), strict=True
-        ):
-            out[key] = MetadataRecord(partition, key, record_index_record(location(p, fid, millis.get((p, fid), 0))))
-        return list(out.values())
+        columns = (rows.column(c).to_pylist() for c in ("key", "partition", "file_id"))
+        return record_index_records(zip(*columns, strict=True), millis)
 
     return build

@@ -15,7 +15,7 @@ import io
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import fastavro
@@ -35,7 +35,7 @@ from tableservice.hudi.metadata.keys import (
     MetadataPartition,
     bloom_filter_key,
     file_group_id,
-    file_group_index,
+    file_group_indexes,
     is_secondary_index,
     partition_key,
     routes_by_value,
@@ -264,9 +264,24 @@ def _record_index(table: HudiTable, timeline: Timeline, as_of: str | None) -> li
     instant (as Hudi does when it builds a record index from an existing table)."""
     view = table.file_system_view(timeline=timeline, listing=table.list_storage_files())
     millis = {s.file_group_id: instant_epoch_ms(s.base_instant_time, table.active.tz) for s in view.latest_slices()}
+    return record_index_records(
+        ((key, partition, file_id) for key, partition, file_id in key_locations(table, as_of)), millis
+    )
+
+
+def record_index_records(
+    locations: Iterable[tuple[str, str, str]], millis: Mapping[tuple[str, str], int]
+) -> list[MetadataRecord]:
+    """Record-index records of (key, partition, file id): one value per file group, shared by its keys (the last
+    location of a key wins)."""
+    values: dict[tuple[str, str], dict[str, Any]] = {}
     out: dict[str, MetadataRecord] = {}
-    for key, partition, file_id in key_locations(table, as_of):
-        value = record_index_record(record_location(partition, file_id, millis.get((partition, file_id), 0)))
+    for key, partition, file_id in locations:
+        value = values.get((partition, file_id))
+        if value is None:
+            value = values[(partition, file_id)] = record_index_record(
+                record_location(partition, file_id, millis.get((partition, file_id), 0))
+            )
         out[key] = MetadataRecord(RECORD_INDEX, key, value)
     return list(out.values())
 
@@ -307,11 +322,17 @@ def write_partition_files(
     for name in [fi.location for fi in storage.list(folder)] if storage.exists(folder) else []:
         storage.delete(name)  # leftovers of an attempt that did not complete
     v2 = routes_by_value(partition, index_version(table, partition))
+    ordered = sorted(records, key=lambda r: r.key.encode("utf-8"))
+    routes = file_group_indexes([r.key for r in ordered], groups, secondary_v2=v2)
+    encoded: dict[int, bytes] = {}  # records of one file group often share one value (the record index)
     by_group: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
-    for r in sorted(records, key=lambda r: r.key.encode("utf-8")):
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, r.value)
-        by_group[file_group_index(r.key, groups, secondary_v2=v2)].append((r.key.encode("utf-8"), buf.getvalue()))
+    for r, group in zip(ordered, routes, strict=True):
+        value = encoded.get(id(r.value))
+        if value is None:
+            buf = io.BytesIO()
+            fastavro.schemaless_writer(buf, parsed, r.value)
+            value = encoded[id(r.value)] = buf.getvalue()
+        by_group[group].append((r.key.encode("utf-8"), value))
     stats: list[HoodieWriteStat] = []
     layout = hfile_layout(table.config.version)
     for i in range(groups):

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Sequence
 from enum import StrEnum
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
 XXHASH_SEED = 0xFFFFFFFFDABADABA
@@ -62,6 +66,30 @@ def java_string_hash(text: str) -> int:
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def file_group_indexes(keys: Sequence[str], file_groups: int, *, secondary_v2: bool = False) -> list[int]:
+    """`file_group_index` of many keys at once: Java's hash computed column-wise over the keys' bytes when they are
+    ASCII (one UTF-16 code unit per byte), key by key otherwise."""
+    if file_groups <= 0:
+        raise ValueError("a metadata partition has at least one file group")
+    if secondary_v2 or not keys:
+        return [file_group_index(k, file_groups, secondary_v2=secondary_v2) for k in keys]
+    array = pa.array(keys, pa.string())
+    if not pc.all(pc.string_is_ascii(array)).as_py():
+        return [file_group_index(k, file_groups) for k in keys]
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
+    data = (
+        np.frombuffer(array.buffers()[2], dtype=np.uint8) if array.buffers()[2] is not None else np.zeros(1, np.uint8)
+    )
+    starts, lengths = offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64)
+    h = np.zeros(len(array), dtype=np.uint64)
+    for pos in range(int(lengths.max()) if len(lengths) else 0):
+        live = lengths > pos
+        h[live] = (h[live] * np.uint64(31) + data[starts[live] + pos].astype(np.uint64)) & np.uint64(0xFFFFFFFF)
+    signed = h.astype(np.int64)
+    signed[signed >= 1 << 31] -= 1 << 32
+    return [int(i) for i in np.abs(signed) % file_groups]
 
 
 def file_group_index(key: str, file_groups: int, *, secondary_v2: bool = False) -> int:

@@ -53,11 +53,15 @@ def key_locations(table: HudiTable, as_of: str | None = None) -> Iterator[tuple[
     """(record key, partition, file id) of every record of the latest file slices (as of `as_of`), read from
     storage (never through the metadata table: this is what the record index is checked and built against)."""
     options = ReadOptions(columns=(KEY, PARTITION, FILE_NAME), from_storage=True, as_of=as_of)
+    file_ids: dict[str, str] = {}
     for batch in iter_read(table, options):
         columns = (batch.column(c).to_pylist() for c in (KEY, PARTITION, FILE_NAME))
         for key, partition, name in zip(*columns, strict=True):
             if key is not None:
-                yield str(key), str(partition or ""), file_id_of(str(name or ""))
+                file_id = file_ids.get(name)
+                if file_id is None:
+                    file_id = file_ids[name] = file_id_of(str(name or ""))
+                yield str(key), str(partition or ""), file_id
 
 
 def key_values(table: HudiTable, column: str, as_of: str | None = None) -> Iterator[tuple[str, str | None]]:
