@@ -26,10 +26,11 @@ from tableservice.hudi.action.compact import CompactionTask, slice_at, task_read
 from tableservice.hudi.action.indexing import RecordBuilder
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.metadata.delta_commit import MetadataRecord
-from tableservice.hudi.metadata.initialize import TableSource, record_index_records, secondary_column
+from tableservice.hudi.metadata.initialize import TableSource, record_index_records
 from tableservice.hudi.metadata.keys import MetadataPartition, is_secondary_index, secondary_index_key
-from tableservice.hudi.metadata.record_index import secondary_text
+from tableservice.hudi.metadata.record_index import secondary_texts
 from tableservice.hudi.metadata.records import secondary_index_record
+from tableservice.hudi.metadata.secondary_index import secondary_column
 from tableservice.hudi.timeline.instant import instant_epoch_ms
 from tableservice.storage import Storage, StorageOptions
 
@@ -70,7 +71,7 @@ def _read_keys(
                     if not n:
                         continue
                     values = part.column(column) if column is not None else None
-                    texts = [secondary_text(v) for v in values.to_pylist()] if values is not None else [None] * n
+                    texts = secondary_texts(values) if values is not None else [None] * n
                     yield pa.RecordBatch.from_pydict(
                         {
                             "key": part.column(KEY_FIELD).cast(pa.string()).combine_chunks(),

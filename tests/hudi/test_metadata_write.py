@@ -5,13 +5,14 @@ finished by the next attempt, and `verify` tells an out-of-step metadata table f
 from __future__ import annotations
 
 import shutil
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
-from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.action.archival import archive
 from tableservice.hudi.action.clean import execute_clean, schedule_clean
 from tableservice.hudi.action.rollback import rollback
@@ -19,20 +20,21 @@ from tableservice.hudi.file_group.log_format import BlockType, HeaderKey, LogBlo
 from tableservice.hudi.metadata.compaction import compact_metadata_table
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.instants import metadata_rollback_instant
+from tableservice.hudi.metadata.keys import secondary_index_key
 from tableservice.hudi.metadata.reader import MetadataTable
+from tableservice.hudi.metadata.record_index import secondary_texts
 from tableservice.hudi.metadata.records import files_record
-from tableservice.hudi.metadata.update import sync_metadata_table
 from tableservice.hudi.metadata.verify import verify_metadata_table
-from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import ActiveTimeline
 from tableservice.hudi.timeline.instant import Action, State, parse_instant_time
+from tableservice.hudi.write.client import WriteClient
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.plan import CleanPlanner
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.storage import Storage
 from tests.support.fixtures import fixture_table, metadata_fixture_names
-from tests.support.metadata_table import metadata_contents
+from tests.support.metadata_table import metadata_contents, partition_records
 from tests.support.oracle import assert_same_rows, hudi_read, listing_view
 
 pytestmark = pytest.mark.oracle
@@ -210,21 +212,32 @@ def test_metadata_compaction_leaves_a_pending_write_in_the_logs(tmp_path: Path) 
     assert [lf.instant_time for lf in files_slice.log_files] == [t]
 
 
-def test_a_writer_commit_on_a_table_with_a_secondary_index_is_refused(tmp_path: Path) -> None:
+def test_writer_commits_keep_hudis_secondary_index_in_step(tmp_path: Path) -> None:
     path = _copy(V8, tmp_path)
-    table = HudiTable.open(Storage(), path)
-    assert any(p.startswith("secondary_index_") for p in table.config.metadata_partitions)
-    timeline = table.timeline()
-    t = table.active.new_instant_time(timeline)
-    instant = table.active.transition_to_inflight(table.active.create_requested(t, Action.DELTA_COMMIT))
-    stat = HoodieWriteStat(path="city=chennai/.x-0_1.log.1_0-0-0", partition_path="city=chennai", file_size_in_bytes=5)
-    content = HoodieCommitMetadata(
-        partition_to_write_stats={"city=chennai": (stat,)}, compacted=False, extra_metadata={}, operation_type="UPSERT"
-    )
-    with pytest.raises(UnsupportedTableError, match="secondary_index_rider_idx"):
-        sync_metadata_table(table, table.reload(), instant, content)
-    mdt = MetadataTable.open(table, table.reload())
-    assert mdt is not None and mdt.mdt_timeline.get(t) is None  # nothing written to the metadata table
+    partition = "secondary_index_rider_idx"
+    assert partition in HudiTable.open(Storage(), path).config.metadata_partitions
+    rows = hudi_read(path)
+    data_columns = [c for c in rows.column_names if not c.startswith("_hoodie_")]
+    client = WriteClient(Storage(), path)
+    # new riders for two records (their old entries must go), one record deleted, one inserted
+    changed = rows.slice(0, 2).select(data_columns)
+    riders = pa.array([f"rider-new-{i}" for i in range(2)])
+    changed = changed.set_column(changed.schema.get_field_index("rider"), "rider", riders)
+    ts = changed.schema.get_field_index("ts")
+    changed = changed.set_column(ts, "ts", pc.add(changed.column("ts"), 1_000_000))
+    client.upsert(changed)
+    gone = rows.slice(2, 1).select(data_columns)
+    client.delete(gone)
+    added = rows.slice(3, 1).select(data_columns)
+    added = added.set_column(added.schema.get_field_index("uuid"), "uuid", pa.array(["an-added-key"]))
+    client.upsert(added)
+    assert _diffs(path) == []  # the secondary index is checked entry by entry
+    after = hudi_read(path)
+    entries = set(partition_records(path, partition))
+    keys, values = after.column("_hoodie_record_key").to_pylist(), after.column("rider").to_pylist()
+    assert entries == {secondary_index_key(v, k) for k, v in zip(keys, values, strict=True)}
+    assert secondary_index_key("rider-new-0", rows.column("_hoodie_record_key")[0].as_py()) in entries
+    assert not any(e.endswith("$" + rows.column("_hoodie_record_key")[2].as_py()) for e in entries)
 
 
 @pytest.mark.parametrize(
@@ -260,3 +273,14 @@ def test_data_archival_stops_at_the_metadata_tables_latest_compaction(
     assert selected[: len(expected)] == expected and archived == expected
     assert _diffs(path) == []
     assert_same_rows(hudi_read(path), rows)
+
+
+def test_secondary_index_values_are_held_as_java_prints_the_avro_value() -> None:
+    days = pa.array([datetime(2024, 1, 15).date(), None], pa.date32())
+    assert secondary_texts(days) == ["19737", None]  # as Hudi wrote for txn_date in the v9 fixture
+    micros = pa.array([datetime(2024, 1, 15, 0, 0, 1, tzinfo=UTC)], pa.timestamp("us", tz="UTC"))
+    assert secondary_texts(micros) == ["1705276801000000"]
+    doubles = pa.array([1.0, 0.1, 1e7, 1.2345e-5, -2.5e10])
+    assert secondary_texts(doubles) == ["1.0", "0.1", "1.0E7", "1.2345E-5", "-2.5E10"]
+    assert secondary_texts(pa.array([True, False])) == ["true", "false"]
+    assert secondary_texts(pa.array([7, -3], pa.int64())) == ["7", "-3"]

@@ -52,6 +52,7 @@ from tableservice.hudi.metadata.records import (
     secondary_index_record,
 )
 from tableservice.hudi.metadata.schema import metadata_record_schema_json
+from tableservice.hudi.metadata.secondary_index import secondary_column
 from tableservice.hudi.metadata.update import NewFile, base_file_bloom_filter, file_stats, stats_records
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat, encode_commit_metadata
 from tableservice.hudi.table import config as tc
@@ -296,17 +297,6 @@ def _secondary_index(table: HudiTable, partition: str, as_of: str | None) -> lis
         entry = secondary_index_key(secondary, key)
         out[entry] = MetadataRecord(partition, entry, value)
     return list(out.values())
-
-
-def secondary_column(table: HudiTable, partition: str) -> str:
-    """The column a secondary index indexes, from its definition in `.hoodie/.index_defs/index.json`."""
-    definition = (read_index_definitions(table.storage, table.base_path) or {}).get(partition)
-    fields = definition.get("sourceFields") if definition else None
-    if not fields or len(fields) != 1:
-        raise InvalidTableConfigError(
-            f"{partition} needs a definition with one source field in .hoodie/.index_defs/index.json", table=table.name
-        )
-    return str(fields[0])
 
 
 def write_partition_files(

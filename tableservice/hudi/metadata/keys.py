@@ -155,6 +155,22 @@ def secondary_index_key(value: str | None, record_key: str) -> str:
     return f"{escape_secondary(value)}${escape_secondary(record_key)}"
 
 
+def secondary_record_key(entry: str) -> str:
+    """The record key of a secondary-index entry `<escaped value>$<escaped record key>`."""
+    at = _first_unescaped_separator(entry)
+    return _unescape(entry[at + 1 :] if at >= 0 else entry)
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            i += 1
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
 def _first_unescaped_separator(key: str) -> int:
     i = 0
     while i < len(key):

@@ -16,6 +16,10 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from tableservice.errors import TableServiceError
 from tableservice.hudi.file_group.base_file_reader import iter_base_file
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
@@ -65,21 +69,51 @@ def key_locations(table: HudiTable, as_of: str | None = None) -> Iterator[tuple[
 
 
 def key_values(table: HudiTable, column: str, as_of: str | None = None) -> Iterator[tuple[str, str | None]]:
-    """(record key, the column's value as text) of every record of the latest file slices (as of `as_of`)."""
+    """(record key, the column's value as the secondary index holds it) of every record of the latest file slices
+    (as of `as_of`)."""
     options = ReadOptions(columns=(KEY, column), from_storage=True, as_of=as_of)
     for batch in iter_read(table, options):
-        for key, value in zip(batch.column(KEY).to_pylist(), batch.column(column).to_pylist(), strict=True):
+        texts = secondary_texts(batch.column(column))
+        for key, text in zip(batch.column(KEY).to_pylist(), texts, strict=True):
             if key is not None:
-                yield str(key), secondary_text(value)
+                yield str(key), text
 
 
-def secondary_text(value: Any) -> str | None:
-    """A secondary key value as Hudi keeps it (Java's `toString`): booleans `true`/`false`, others as text."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def secondary_texts(values: pa.Array | pa.ChunkedArray) -> list[str | None]:
+    """Values of an indexed column as Hudi's secondary index holds them: the text of the Avro value (Java's
+    `toString`): dates as days since the epoch, timestamps and times as their integer in the column's unit,
+    booleans `true`/`false`, doubles as Java prints them, other values as text."""
+    t = values.type
+    if pa.types.is_date32(t):
+        values = values.cast(pa.int32())
+    elif pa.types.is_date64(t):
+        values = pc.divide(values.cast(pa.int64()), 86_400_000)
+    elif pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        values = values.cast(pa.int64())
+    floating = pa.types.is_floating(t)
+    out: list[str | None] = []
+    for v in values.to_pylist():
+        if v is None:
+            out.append(None)
+        elif isinstance(v, bool):
+            out.append("true" if v else "false")
+        elif floating:
+            out.append(java_double_text(float(v)))
+        else:
+            out.append(str(v))
+    return out
+
+
+def java_double_text(x: float) -> str:
+    """`Double.toString`: plain notation for 1e-3 <= |x| < 1e7, else `<mantissa>E<exponent>`, shortest digits."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x) if "e" not in repr(x) else format(x, "f")
+    mantissa, _, exponent = np.format_float_scientific(x, unique=True, trim="0").partition("e")
+    return f"{mantissa}E{int(exponent)}"
 
 
 def location(partition: str, file_id: str, instant_ms: int) -> dict[str, Any]:

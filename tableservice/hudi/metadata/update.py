@@ -35,10 +35,10 @@ from tableservice.hudi.metadata.instants import metadata_rollback_instant, uses_
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
     EXPRESSION_INDEX_PREFIX,
-    SECONDARY_INDEX_PREFIX,
     MetadataPartition,
     bloom_filter_key,
     column_stats_key,
+    is_secondary_index,
     partition_key,
     partition_stats_key,
 )
@@ -51,6 +51,7 @@ from tableservice.hudi.metadata.records import (
     files_record,
 )
 from tableservice.hudi.metadata.rollback import rollback_metadata_instant
+from tableservice.hudi.metadata.secondary_index import secondary_updates
 from tableservice.hudi.models import (
     HoodieCleanMetadata,
     HoodieCommitMetadata,
@@ -122,15 +123,11 @@ def sync_metadata_table(
 
 
 def _check_supported_partitions(mdt: MetadataTable, instant: Instant, content: TimelineContent | None) -> None:
-    """Expression indexes get records from every action that writes files, and secondary indexes from writers'
-    commits: neither is built yet, so such a commit is refused rather than leaving the partition out of step."""
+    """Expression indexes get records from every action that writes files: they are not built yet, so such a
+    commit is refused rather than leaving the partition out of step."""
     writes_files = isinstance(content, HoodieCommitMetadata)
-    service = instant.action is Action.COMPACTION or mdt.data.is_clustering(instant)
     for partition in mdt.written_partitions:
-        unsupported = (partition.startswith(EXPRESSION_INDEX_PREFIX) and writes_files) or (
-            partition.startswith(SECONDARY_INDEX_PREFIX) and writes_files and not service
-        )
-        if unsupported:
+        if partition.startswith(EXPRESSION_INDEX_PREFIX) and writes_files:
             raise UnsupportedTableError(
                 f"metadata partition {partition} cannot be kept in step with {instant} yet; nothing is committed",
                 table=mdt.data.name,
@@ -218,9 +215,20 @@ def commit_records(
                         bloom_filter_record(kind, instant.requested_time, serialized, deleted=False),
                     )
                 )
-    if RECORD_INDEX in written:
-        records.extend(MetadataRecord(RECORD_INDEX, k, v) for k, v in _index_updates(mdt, instant, md, stats, files))
+    secondary = sorted(p for p in written if is_secondary_index(p))
+    if RECORD_INDEX in written or secondary:
+        updates = _index_updates(mdt, instant, md, stats, files)
+        if RECORD_INDEX in written:
+            records.extend(MetadataRecord(RECORD_INDEX, k, v) for k, v in updates)
+        if secondary and not _moves_records_only(mdt, instant, md):
+            written_files = [(f.partition, f.name) for f in files]
+            records.extend(secondary_updates(mdt, secondary, updates, written_files))
     return records
+
+
+def _moves_records_only(mdt: MetadataTable, instant: Instant, md: HoodieCommitMetadata) -> bool:
+    """Compaction and clustering: records change files, not values (no secondary-index record)."""
+    return instant.action is Action.COMPACTION or md.compacted or mdt.data.is_clustering(instant)
 
 
 def _index_updates(

@@ -10,6 +10,7 @@
 - `partition_stats`: per partition and indexed column, a record whose range holds the range of the base files of
   the partition's latest file slices (what a query reads; Hudi recomputes or widens these stats on commits, so
   containment is required, not equality).
+- secondary indexes: exactly one entry per record of the latest file slices (its value and key).
 - `bloom_filters`: a live record per listed base file whose footer holds a bloom filter, with that filter.
 Each problem is one `Difference` naming the metadata partition, the data partition, the key or file and what
 differs. Table versions 6, 8 and 9.
@@ -28,14 +29,17 @@ from tableservice.hudi.metadata.keys import (
     MetadataPartition,
     bloom_filter_key,
     column_stats_key,
+    is_secondary_index,
     partition_key,
     partition_stats_key,
+    secondary_index_key,
 )
 from tableservice.hudi.metadata.listing import committed_files
 from tableservice.hudi.metadata.reader import MetadataTable
-from tableservice.hudi.metadata.record_index import key_locations
+from tableservice.hudi.metadata.record_index import key_locations, key_values
 from tableservice.hudi.metadata.record_index import location as record_location
 from tableservice.hudi.metadata.records import combine_stats, live_files
+from tableservice.hudi.metadata.secondary_index import secondary_column
 from tableservice.hudi.metadata.update import NewFile, base_file_bloom_filter, file_stats, stats_index
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
@@ -83,7 +87,21 @@ def verify_metadata_table(table: HudiTable, timeline: Timeline | None = None) ->
         out += _limit(_bloom_filters(mdt, expected))
     if RECORD_INDEX in mdt.partitions:
         out += _limit(_record_index(mdt, table))
+    for partition in mdt.partitions:
+        if is_secondary_index(partition):
+            out += _limit(_secondary_index(mdt, table, partition))
     return out
+
+
+def _secondary_index(mdt: MetadataTable, table: HudiTable, partition: str) -> Iterator[Difference]:
+    """Exactly one entry per record of the latest file slices: `<escaped value>$<escaped key>`."""
+    column = secondary_column(table, partition)
+    wanted = {secondary_index_key(value, key) for key, value in key_values(table, column)}
+    stored = set(mdt.read_partition(partition))
+    for entry in sorted(wanted - stored):
+        yield Difference(partition, None, entry, "no entry for this record")
+    for entry in sorted(stored - wanted):
+        yield Difference(partition, None, entry, "entry for no record of the table")
 
 
 def _limit(diffs: Iterator[Difference]) -> list[Difference]:
