@@ -26,7 +26,7 @@ from tableservice.hudi.action.compact import CompactionTask, slice_at, task_read
 from tableservice.hudi.action.indexing import RecordBuilder
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.metadata.delta_commit import MetadataRecord
-from tableservice.hudi.metadata.initialize import TableSource, record_index_records
+from tableservice.hudi.metadata.initialize import Records, TableSource, record_index_records
 from tableservice.hudi.metadata.keys import MetadataPartition, is_secondary_index, secondary_index_key
 from tableservice.hudi.metadata.record_index import secondary_texts
 from tableservice.hudi.metadata.records import secondary_index_record
@@ -120,7 +120,7 @@ def spark_record_builder(
 ) -> RecordBuilder:
     """Records of the record index and secondary indexes from keys read on Spark; other partitions as usual."""
 
-    def build(source: TableSource, partition: str) -> list[MetadataRecord]:
+    def build(source: TableSource, partition: str) -> Records:
         secondary = is_secondary_index(partition)
         if partition != RECORD_INDEX and not secondary:
             return source.records(partition)

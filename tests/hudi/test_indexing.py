@@ -19,7 +19,7 @@ from tableservice.hudi.action.indexing import (
     read_plan,
     schedule_indexing,
 )
-from tableservice.hudi.metadata.initialize import TableSource, initialize_metadata_table
+from tableservice.hudi.metadata.initialize import Records, TableSource, initialize_metadata_table
 from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.models import decode_index_commit_metadata
 from tableservice.hudi.table.config import TableType
@@ -60,7 +60,7 @@ def test_commits_made_while_the_index_builds_are_caught_up(version: int, tmp_pat
     assert instant is not None
     during: list[str] = []
 
-    def build(source: TableSource, partition: str) -> list[Any]:
+    def build(source: TableSource, partition: str) -> Records:
         records = source.records(partition)
         if partition == "record_index":  # writers commit (inserts, updates, deletes) while the index is built
             for step in steps[3:7]:
@@ -94,7 +94,7 @@ def test_a_crashed_attempt_is_discarded_and_run_again(tmp_path: Path) -> None:
     instant = schedule_indexing(HudiTable.open(Storage(), path), ["record_index"])
     assert instant is not None
 
-    def crash(source: TableSource, partition: str) -> list[Any]:
+    def crash(source: TableSource, partition: str) -> Records:
         raise KeyboardInterrupt("killed while building")
 
     with pytest.raises(KeyboardInterrupt):
@@ -118,7 +118,7 @@ def test_abort_removes_the_plan_and_what_it_built(tmp_path: Path) -> None:
     instant = schedule_indexing(HudiTable.open(Storage(), path), ["record_index"])
     assert instant is not None
 
-    def crash(source: TableSource, partition: str) -> list[Any]:
+    def crash(source: TableSource, partition: str) -> Records:
         source.records(partition)
         raise KeyboardInterrupt("killed after building")
 

@@ -33,6 +33,7 @@ from tableservice.hudi.metadata.column_stats import read_index_definitions, writ
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.initialize import (
     FILES,
+    Records,
     TableSource,
     check_supported,
     complete_initialization,
@@ -64,7 +65,7 @@ log = logging.getLogger(__name__)
 
 INDEXER_SUFFIX = "004"
 # Builds the records of one partition from a table snapshot; the daemon passes one that runs on Spark.
-RecordBuilder = Callable[[TableSource, str], list[MetadataRecord]]
+RecordBuilder = Callable[[TableSource, str], Records]
 
 
 @dataclass(frozen=True)

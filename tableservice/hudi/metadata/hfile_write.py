@@ -13,10 +13,15 @@ same cells give the same bytes on every run.
 
 from __future__ import annotations
 
-import itertools
 import struct
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tableservice.hudi.metadata.hfile import (
     CHECKSUM_CRC32C,
@@ -46,6 +51,9 @@ LAYOUTS = ("hbase", "hudi")
 def hfile_layout(table_version: int) -> str:
     """The layout the table's own writers use: HBase's up to table version 8, Hudi's own from version 9."""
     return "hudi" if table_version >= 9 else "hbase"
+
+
+KV_KEY_OVERHEAD = 2 + 1 + 8 + 1  # row length, family length, timestamp, type
 
 
 def kv_key(row: bytes) -> bytes:
@@ -78,30 +86,46 @@ def write_hfile(
     `KEY_VALUE_VERSION`, `MAX_MEMSTORE_TS_KEY` and the `hfile.*` entries itself. `meta_blocks` are written in the
     given order (Hudi's base files: `bloomFilter`).
     """
+    rows = pa.array([row for row, _ in cells], pa.binary())
+    values = pa.array([value for _, value in cells], pa.binary())
+    return write_hfile_arrays(
+        rows,
+        values,
+        file_info=file_info,
+        meta_blocks=meta_blocks,
+        layout=layout,
+        create_time_ms=create_time_ms,
+        block_size=block_size,
+    )
+
+
+def write_hfile_arrays(
+    rows: pa.Array,
+    values: pa.Array,
+    *,
+    file_info: Iterable[tuple[bytes, bytes]] = (),
+    meta_blocks: Mapping[bytes, bytes] | None = None,
+    layout: str = "hbase",
+    create_time_ms: int = 0,
+    block_size: int = BLOCK_SIZE,
+) -> bytes:
+    """`write_hfile` with the rows and values as two binary arrays (no Python object per cell)."""
     if layout not in LAYOUTS:
         raise ValueError(f"HFile layout {layout!r}: expected one of {LAYOUTS}")
-    for (a, _), (b, _) in itertools.pairwise(cells):
-        if a >= b:
-            raise ValueError(f"HFile cells must be strictly sorted by row: {a[:64]!r} then {b[:64]!r}")
+    count = len(rows)
+    buffer, ends, key_total, value_total = _cell_buffer(rows, values)
     w = _Writer(layout)
-    # data blocks
+    # data blocks: cells appended until a block reaches `block_size` bytes
     index: list[tuple[int, int, bytes]] = []
-    block = bytearray()
-    first_row: bytes | None = None
     data_uncompressed = 0
-    for row, value in cells:
-        if first_row is None:
-            first_row = row
-        key = kv_key(row)
-        block += struct.pack(">ii", len(key), len(value)) + key + value + b"\x00"
-        if len(block) >= block_size:
-            data_uncompressed += len(block)
-            index.append((*w.block(DATA_MAGIC, bytes(block), chain=True), first_row))
-            block, first_row = bytearray(), None
-    if block:
-        assert first_row is not None
+    first = 0
+    while first < count:
+        start = int(ends[first - 1]) if first else 0
+        last = min(int(np.searchsorted(ends, start + block_size, side="left")), count - 1)
+        block = buffer[start : int(ends[last])].tobytes()
         data_uncompressed += len(block)
-        index.append((*w.block(DATA_MAGIC, bytes(block), chain=True), first_row))
+        index.append((*w.block(DATA_MAGIC, block, chain=True), rows[first].as_py()))
+        first = last + 1
     first_data = index[0][0] if index else NO_OFFSET
     # Without data blocks HBase writes no offset for both; Hudi's writer leaves the last one at 0.
     last_data = index[-1][0] if index else (NO_OFFSET if layout == "hbase" else 0)
@@ -118,7 +142,8 @@ def write_hfile(
     load_on_open, _ = w.block(ROOT_INDEX_MAGIC, root, chain=True, counted=False)
     meta = b"".join(struct.pack(">qi", o, s) + _key_length(n, hbase) + n for o, s, n in meta_index)
     w.block(ROOT_INDEX_MAGIC, meta, chain=True)
-    info = _file_info_entries(cells, list(file_info), layout, create_time_ms)
+    last_row = rows[count - 1].as_py() if count else None
+    info = _file_info_entries(count, last_row, key_total, value_total, list(file_info), layout, create_time_ms)
     file_info_offset, _ = w.block(FILE_INFO_MAGIC, _encode_file_info(info), chain=False)
     trailer: list[tuple[int, int | bytes]] = [
         (1, file_info_offset),
@@ -130,7 +155,7 @@ def write_hfile(
     trailer += [
         (5, len(index)),
         (6, len(meta_index)),
-        (7, len(cells)),
+        (7, count),
         (8, 1),
         (9, first_data),
         (10, last_data),
@@ -170,24 +195,74 @@ class _Writer:
         return offset, len(self.out) - offset
 
 
+def _cell_buffer(row_array: pa.Array, value_array: pa.Array) -> tuple[npt.NDArray[np.uint8], Any, int, int]:
+    """Every cell as HBase's KeyValue (`key length, value length, key, value, memstore timestamp 0`) in one buffer,
+    built column-wise; (buffer, end offset of each cell, total key bytes, total value bytes). Rows must be strictly
+    sorted."""
+    if not len(row_array):
+        return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64), 0, 0
+    if len(row_array) > 1 and not pc.all(pc.less(row_array[:-1], row_array[1:])).as_py():
+        rows = row_array.to_pylist()
+        bad = next(i for i in range(1, len(rows)) if rows[i - 1] >= rows[i])
+        raise ValueError(f"HFile cells must be strictly sorted by row: {rows[bad - 1][:64]!r} then {rows[bad][:64]!r}")
+    row_offsets, row_data = _binary_parts(row_array)
+    value_offsets, value_data = _binary_parts(value_array)
+    row_lengths, value_lengths = np.diff(row_offsets), np.diff(value_offsets)
+    key_lengths = row_lengths + KV_KEY_OVERHEAD
+    sizes = 8 + key_lengths + value_lengths + 1
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    out = np.zeros(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
+    for offset, number, width in ((0, key_lengths, 4), (4, value_lengths, 4), (8, row_lengths, 2)):
+        for byte in range(width):
+            out[starts + offset + byte] = (number >> (8 * (width - 1 - byte))) & 0xFF
+    tail = starts + 10 + row_lengths  # family length 0, timestamp, type
+    for byte, value in enumerate(struct.pack(">qb", KV_TIMESTAMP_LATEST, KV_TYPE_PUT)):
+        out[tail + 1 + byte] = value
+    _scatter(out, starts + 10, row_offsets, row_lengths, row_data)
+    _scatter(out, tail + 10, value_offsets, value_lengths, value_data)
+    return out, ends, int(key_lengths.sum()), int(value_lengths.sum())
+
+
+def _binary_parts(array: pa.Array) -> tuple[Any, npt.NDArray[np.uint8]]:
+    buffers = array.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int32, count=len(array) + 1, offset=array.offset * 4).astype(np.int64)
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def _scatter(out: npt.NDArray[np.uint8], at: Any, offsets: Any, lengths: Any, data: npt.NDArray[np.uint8]) -> None:
+    """Copy variable-length segments `data[offsets[i]:offsets[i+1]]` to `out[at[i]:...]`."""
+    total = int(lengths.sum())
+    if total:
+        positions = np.repeat(at - offsets[:-1], lengths) + np.arange(offsets[0], offsets[0] + total)
+        out[positions] = data[offsets[0] : offsets[0] + total]
+
+
 def _file_info_entries(
-    cells: Sequence[tuple[bytes, bytes]], extra: list[tuple[bytes, bytes]], layout: str, create_time_ms: int
+    count: int,
+    last_row: bytes | None,
+    key_total: int,
+    value_total: int,
+    extra: list[tuple[bytes, bytes]],
+    layout: str,
+    create_time_ms: int,
 ) -> list[tuple[bytes, bytes]]:
     hbase = layout == "hbase"
     computed: dict[bytes, bytes] = {
         b"KEY_VALUE_VERSION": struct.pack(">i", 1),
         b"MAX_MEMSTORE_TS_KEY": struct.pack(">q", 0),
     }
-    if cells:
-        key_total = sum(len(kv_key(r)) if hbase else len(r) for r, _ in cells)
-        computed[b"hfile.AVG_KEY_LEN"] = struct.pack(">i", key_total // len(cells))
-        computed[b"hfile.AVG_VALUE_LEN"] = struct.pack(">i", sum(len(v) for _, v in cells) // len(cells))
+    if count:
+        keys = key_total if hbase else key_total - KV_KEY_OVERHEAD * count
+        computed[b"hfile.AVG_KEY_LEN"] = struct.pack(">i", keys // count)
+        computed[b"hfile.AVG_VALUE_LEN"] = struct.pack(">i", value_total // count)
     else:
         computed[b"hfile.AVG_KEY_LEN"] = struct.pack(">i", 0)
         computed[b"hfile.AVG_VALUE_LEN"] = struct.pack(">i", 0)
     computed[b"hfile.CREATE_TIME_TS"] = struct.pack(">q", create_time_ms)
-    if cells:
-        last = cells[-1][0]
+    if last_row is not None:
+        last = last_row
         computed[b"hfile.LASTKEY"] = kv_key(last) if hbase else short_key(last)
     elif not hbase:
         computed[b"hfile.LASTKEY"] = b""

@@ -14,11 +14,14 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import fastavro
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tableservice.errors import InvalidTableConfigError
 from tableservice.hudi.file_group.filenames import parse_base_file_name
@@ -28,7 +31,7 @@ from tableservice.hudi.metadata import column_stats as cs
 from tableservice.hudi.metadata.column_stats import read_index_definitions
 from tableservice.hudi.metadata.compaction import ensure_partition_metadata
 from tableservice.hudi.metadata.delta_commit import MetadataRecord
-from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
+from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile_arrays
 from tableservice.hudi.metadata.instants import init_instant
 from tableservice.hudi.metadata.keys import (
     ALL_PARTITIONS_KEY,
@@ -220,7 +223,7 @@ class TableSource:
             self._stats = file_stats(self.table, self.new_files, stats_index_of(self.table, self.timeline))
         return self._stats
 
-    def records(self, partition: str) -> list[MetadataRecord]:
+    def records(self, partition: str) -> Records:
         """Every record of `partition` as of the source's timeline."""
         if partition == FILES:
             listed = files_record({partition_key(p): (0, False) for p in self.files}, partition_list=True)
@@ -260,7 +263,7 @@ def stats_index_of(table: HudiTable, timeline: Timeline) -> cs.ColumnStatsIndex:
     return index
 
 
-def _record_index(table: HudiTable, timeline: Timeline, as_of: str | None) -> list[MetadataRecord]:
+def _record_index(table: HudiTable, timeline: Timeline, as_of: str | None) -> SharedValueRecords:
     """Every key of the latest file slices, pointing at its file group, with the slice's base instant as the
     instant (as Hudi does when it builds a record index from an existing table)."""
     view = table.file_system_view(timeline=timeline, listing=table.list_storage_files())
@@ -272,19 +275,19 @@ def _record_index(table: HudiTable, timeline: Timeline, as_of: str | None) -> li
 
 def record_index_records(
     locations: Iterable[tuple[str, str, str]], millis: Mapping[tuple[str, str], int]
-) -> list[MetadataRecord]:
+) -> SharedValueRecords:
     """Record-index records of (key, partition, file id): one value per file group, shared by its keys (the last
     location of a key wins)."""
-    values: dict[tuple[str, str], dict[str, Any]] = {}
-    out: dict[str, MetadataRecord] = {}
+    groups: dict[tuple[str, str], int] = {}
+    values: list[dict[str, Any]] = []
+    of_key: dict[str, int] = {}
     for key, partition, file_id in locations:
-        value = values.get((partition, file_id))
-        if value is None:
-            value = values[(partition, file_id)] = record_index_record(
-                record_location(partition, file_id, millis.get((partition, file_id), 0))
-            )
-        out[key] = MetadataRecord(RECORD_INDEX, key, value)
-    return list(out.values())
+        at = groups.get((partition, file_id))
+        if at is None:
+            at = groups[(partition, file_id)] = len(values)
+            values.append(record_index_record(record_location(partition, file_id, millis.get((partition, file_id), 0))))
+        of_key[key] = at
+    return SharedValueRecords(RECORD_INDEX, list(of_key), list(of_key.values()), values)
 
 
 def _secondary_index(table: HudiTable, partition: str, as_of: str | None) -> list[MetadataRecord]:
@@ -299,8 +302,61 @@ def _secondary_index(table: HudiTable, partition: str, as_of: str | None) -> lis
     return list(out.values())
 
 
+@dataclass(frozen=True)
+class SharedValueRecords:
+    """Records of one partition whose values many keys share (the record index: one value per file group), kept
+    as columns: `keys[i]` has the value `values[value_index[i]]`. Keys are unique."""
+
+    partition: str
+    keys: list[str]
+    value_index: list[int]
+    values: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+Records = Sequence[MetadataRecord] | SharedValueRecords
+
+
+def _cells_by_group(records: Records, groups: int, v2: bool, parsed: Any) -> dict[int, tuple[pa.Array, pa.Array]]:
+    """file group index -> (rows, Avro values) of its cells, sorted by row, as binary arrays."""
+
+    def encode(value: dict[str, Any]) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, value)
+        return buf.getvalue()
+
+    if isinstance(records, SharedValueRecords):
+        keys = pa.array(records.keys, pa.string())
+        encoded = pa.array([encode(v) for v in records.values], pa.binary())
+        value_index = pa.array(records.value_index, pa.int32())
+    else:
+        unique: dict[int, int] = {}  # values shared by several records are encoded once
+        encoded_list: list[bytes] = []
+        positions: list[int] = []
+        for r in records:
+            at = unique.get(id(r.value))
+            if at is None:
+                at = unique[id(r.value)] = len(encoded_list)
+                encoded_list.append(encode(r.value) if r.value is not None else b"")
+            positions.append(at)
+        keys = pa.array([r.key for r in records], pa.string())
+        encoded = pa.array(encoded_list, pa.binary())
+        value_index = pa.array(positions, pa.int32())
+    rows = keys.cast(pa.binary())
+    order = pc.sort_indices(rows)
+    rows, value_index = rows.take(order), value_index.take(order)
+    routes = np.asarray(file_group_indexes(rows.cast(pa.string()), groups, secondary_v2=v2))
+    out: dict[int, tuple[pa.Array, pa.Array]] = {}
+    for group in np.unique(routes):
+        mask = pa.array(routes == group)
+        out[int(group)] = (rows.filter(mask), encoded.take(value_index.filter(mask)))
+    return out
+
+
 def write_partition_files(
-    table: HudiTable, mdt: HudiTable, partition: str, instant: str, groups: int, records: Sequence[MetadataRecord]
+    table: HudiTable, mdt: HudiTable, partition: str, instant: str, groups: int, records: Records
 ) -> list[HoodieWriteStat]:
     """The files of a new partition at `instant`: whatever an earlier attempt left is removed, every file group gets
     its empty initial log file, the records (routed, sorted) go into one base HFile per file group that receives
@@ -312,17 +368,7 @@ def write_partition_files(
     for name in [fi.location for fi in storage.list(folder)] if storage.exists(folder) else []:
         storage.delete(name)  # leftovers of an attempt that did not complete
     v2 = routes_by_value(partition, index_version(table, partition))
-    ordered = sorted(records, key=lambda r: r.key.encode("utf-8"))
-    routes = file_group_indexes([r.key for r in ordered], groups, secondary_v2=v2)
-    encoded: dict[int, bytes] = {}  # records of one file group often share one value (the record index)
-    by_group: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
-    for r, group in zip(ordered, routes, strict=True):
-        value = encoded.get(id(r.value))
-        if value is None:
-            buf = io.BytesIO()
-            fastavro.schemaless_writer(buf, parsed, r.value)
-            value = encoded[id(r.value)] = buf.getvalue()
-        by_group[group].append((r.key.encode("utf-8"), value))
+    by_group = _cells_by_group(records, groups, v2, parsed)
     stats: list[HoodieWriteStat] = []
     layout = hfile_layout(table.config.version)
     for i in range(groups):
@@ -335,10 +381,12 @@ def write_partition_files(
             create_only=True,
         )
         cells = by_group.get(i)
-        if not cells:
+        if cells is None or not len(cells[0]):
             continue
-        info = [(b"schema", schema_json.encode()), (b"minRecordKey", cells[0][0]), (b"maxRecordKey", cells[-1][0])]
-        data = write_hfile(cells, file_info=info, layout=layout)
+        rows, values = cells
+        first, last = rows[0].as_py(), rows[len(rows) - 1].as_py()
+        info = [(b"schema", schema_json.encode()), (b"minRecordKey", first), (b"maxRecordKey", last)]
+        data = write_hfile_arrays(rows, values, file_info=info, layout=layout)
         name = f"{fid}_{WRITE_TOKEN}_{instant}.hfile"
         storage.write_bytes(join(folder, name), data)
         stats.append(
@@ -346,8 +394,8 @@ def write_partition_files(
                 file_id=fid,
                 path=f"{partition}/{name}",
                 prev_commit="null",
-                num_writes=len(cells),
-                num_inserts=len(cells),
+                num_writes=len(rows),
+                num_inserts=len(rows),
                 num_deletes=0,
                 num_update_writes=0,
                 total_write_bytes=len(data),

@@ -68,16 +68,14 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def file_group_indexes(keys: Sequence[str], file_groups: int, *, secondary_v2: bool = False) -> list[int]:
+def file_group_indexes(keys: Sequence[str] | pa.Array, file_groups: int, *, secondary_v2: bool = False) -> list[int]:
     """`file_group_index` of many keys at once: Java's hash computed column-wise over the keys' bytes when they are
     ASCII (one UTF-16 code unit per byte), key by key otherwise."""
     if file_groups <= 0:
         raise ValueError("a metadata partition has at least one file group")
-    if secondary_v2 or not keys:
-        return [file_group_index(k, file_groups, secondary_v2=secondary_v2) for k in keys]
-    array = pa.array(keys, pa.string())
-    if not pc.all(pc.string_is_ascii(array)).as_py():
-        return [file_group_index(k, file_groups) for k in keys]
+    array = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
+    if secondary_v2 or not len(array) or not pc.all(pc.string_is_ascii(array)).as_py():
+        return [file_group_index(k, file_groups, secondary_v2=secondary_v2) for k in array.to_pylist()]
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
     data = (
         np.frombuffer(array.buffers()[2], dtype=np.uint8) if array.buffers()[2] is not None else np.zeros(1, np.uint8)
