@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tableservice.errors import SparkJobError, TableServiceError
 from tableservice.executors.spark import (
@@ -26,15 +28,15 @@ from tableservice.hudi.action.compact import CompactionTask, slice_at, task_read
 from tableservice.hudi.action.indexing import RecordBuilder
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.metadata.delta_commit import MetadataRecord
-from tableservice.hudi.metadata.initialize import Records, TableSource, record_index_records
+from tableservice.hudi.metadata.initialize import Records, SharedValueRecords, TableSource, record_index_records
 from tableservice.hudi.metadata.keys import MetadataPartition, is_secondary_index, secondary_index_key
-from tableservice.hudi.metadata.record_index import secondary_texts
-from tableservice.hudi.metadata.records import secondary_index_record
+from tableservice.hudi.metadata.record_index import location, secondary_texts
+from tableservice.hudi.metadata.records import record_index_record, secondary_index_record
 from tableservice.hudi.metadata.secondary_index import secondary_column
 from tableservice.hudi.timeline.instant import instant_epoch_ms
 from tableservice.storage import Storage, StorageOptions
 
-KEYS_SCHEMA = "key string, partition string, file_id string, value string"
+KEYS_SCHEMA = "key string, slice int, value string"
 KEY_FIELD = "_hoodie_record_key"
 RECORD_INDEX = MetadataPartition.RECORD_INDEX.value
 
@@ -75,8 +77,7 @@ def _read_keys(
                     yield pa.RecordBatch.from_pydict(
                         {
                             "key": part.column(KEY_FIELD).cast(pa.string()).combine_chunks(),
-                            "partition": pa.array([task.partition_path] * n, pa.string()),
-                            "file_id": pa.array([task.file_id] * n, pa.string()),
+                            "slice": pa.array(np.full(n, index, dtype=np.int32)),
                             "value": pa.array(texts, pa.string()),
                         }
                     )
@@ -92,8 +93,11 @@ def read_keys(
     tag: str,
     storage_options: StorageOptions | None = None,
 ) -> pa.Table:
-    """Every record key of the slices the tasks name (with `column` as text in `value`), as one Arrow table."""
-    empty = pa.table({n: pa.array([], pa.string()) for n in ("key", "partition", "file_id", "value")})
+    """Every record key of the slices the tasks name, as one Arrow table: `key`, `slice` (the index of its task in
+    `tasks`) and `value` (`column` as the secondary index holds it)."""
+    empty = pa.table(
+        {"key": pa.array([], pa.string()), "slice": pa.array([], pa.int32()), "value": pa.array([], pa.string())}
+    )
     if not tasks:
         return empty
     spark = executor.session
@@ -105,6 +109,10 @@ def read_keys(
     try:
         df = spark.range(0, len(payload), 1, partitions)
         table = df.mapInArrow(_key_worker(payload, column), KEYS_SCHEMA).toArrow()
+        # the worker numbers slices by their place in the balanced payload: back to the place in `tasks`
+        where = {(t.partition_path, t.file_id): i for i, t in enumerate(tasks)}
+        placed = [where[(t.partition_path, t.file_id)] for t in map(CompactionTask.from_json, payload)]
+        table = table.set_column(1, "slice", pa.array(placed, pa.int32()).take(table.column("slice")))
     except Exception as e:
         typed = decode_task_error(str(e))
         if typed is not None:
@@ -132,16 +140,22 @@ def spark_record_builder(
         column = secondary_column(table, partition) if secondary else None
         tag = f"tableservice|{table_name}|indexing|{instant_time}|{partition}"
         rows = read_keys(executor, tasks, column=column, tag=tag, storage_options=storage_options)
-        keys = rows.column("key").to_pylist()
         if secondary:
             value = secondary_index_record()
-            entries = {
-                secondary_index_key(v, k): None for k, v in zip(keys, rows.column("value").to_pylist(), strict=True)
-            }
+            keys, texts = rows.column("key").to_pylist(), rows.column("value").to_pylist()
+            entries = {secondary_index_key(v, k): None for k, v in zip(keys, texts, strict=True)}
             return [MetadataRecord(partition, e, value) for e in entries]
         tz = table.active.tz
+        locations = [
+            record_index_record(location(s.partition_path, s.file_id, instant_epoch_ms(s.base_instant_time, tz)))
+            for s in slices
+        ]
+        keys = rows.column("key").combine_chunks()
+        if pc.count_distinct(keys).as_py() == len(keys):
+            return SharedValueRecords(partition, keys, rows.column("slice").combine_chunks(), locations)
         millis = {(s.partition_path, s.file_id): instant_epoch_ms(s.base_instant_time, tz) for s in slices}
-        columns = (rows.column(c).to_pylist() for c in ("key", "partition", "file_id"))
-        return record_index_records(zip(*columns, strict=True), millis)
+        where = [(s.partition_path, s.file_id) for s in slices]
+        per_key = ((k, *where[i]) for k, i in zip(keys.to_pylist(), rows.column("slice").to_pylist(), strict=True))
+        return record_index_records(per_key, millis)  # a key in two slices: the last one read wins
 
     return build

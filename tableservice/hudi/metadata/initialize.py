@@ -308,8 +308,8 @@ class SharedValueRecords:
     as columns: `keys[i]` has the value `values[value_index[i]]`. Keys are unique."""
 
     partition: str
-    keys: list[str]
-    value_index: list[int]
+    keys: list[str] | pa.Array
+    value_index: list[int] | pa.Array
     values: list[dict[str, Any]]
 
     def __len__(self) -> int:
@@ -328,9 +328,13 @@ def _cells_by_group(records: Records, groups: int, v2: bool, parsed: Any) -> dic
         return buf.getvalue()
 
     if isinstance(records, SharedValueRecords):
-        keys = pa.array(records.keys, pa.string())
+        keys = records.keys if isinstance(records.keys, pa.Array) else pa.array(records.keys, pa.string())
         encoded = pa.array([encode(v) for v in records.values], pa.binary())
-        value_index = pa.array(records.value_index, pa.int32())
+        value_index = (
+            records.value_index
+            if isinstance(records.value_index, pa.Array)
+            else pa.array(records.value_index, pa.int32())
+        )
     else:
         unique: dict[int, int] = {}  # values shared by several records are encoded once
         encoded_list: list[bytes] = []
