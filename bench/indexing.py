@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bench.common import bench_dir, standard_mor_table
-from tableservice.executors.indexing import read_keys, spark_record_builder
+from tableservice.executors.indexing import read_keys, spark_partition_writer
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.action.indexing import drop_index, execute_indexing, schedule_indexing
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
@@ -65,7 +65,7 @@ def spark_variant(path: Path, master: str) -> tuple[float, float, int]:
         result = execute_indexing(
             HudiTable.open(Storage(), str(path)),
             instant,
-            build=spark_record_builder(executor, table.name, instant.requested_time),
+            writer=spark_partition_writer(executor, table.name, instant.requested_time),
         )
         seconds = time.perf_counter() - started
         assert result.records == keys.num_rows, (result.records, keys.num_rows)

@@ -1,16 +1,23 @@
-"""Reading every record key of a table on Spark, for the record index and secondary indexes of an indexing action.
+"""The record index and secondary indexes of an indexing action, built on Spark.
 
-One Spark task per file slice (as of the index's `upto` instant): the slice is read merged, as a query reads it,
-keeping only the record key (and, for a secondary index, the indexed column), and returned as Arrow rows
-(`key`, `partition`, `file_id`, `value`). The driver makes the metadata records from them. Other partitions
-(`files`, stats, bloom filters) are built from file listings and footers on the driver.
+`spark_partition_writer`: one task per file slice (as of the index's `upto` instant) reads the slice merged, as a
+query reads it, keeping the record key (and, for a secondary index, the indexed column), and routes each entry to
+its metadata file group; Spark shuffles the entries by file group and sorts them by key; one task per shuffle
+partition writes the base HFile of each of its file groups straight to storage and returns its write stat. The
+driver writes the partition's initial log files and the entries' values (one per file slice for the record index,
+one for a secondary index). Other partitions (`files`, stats, bloom filters) are built from file listings and
+footers on the driver. `read_keys` returns the keys themselves (benchmarks, checks).
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
+import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,14 +32,31 @@ from tableservice.executors.spark import (
     task_payload,
 )
 from tableservice.hudi.action.compact import CompactionTask, slice_at, task_reader
-from tableservice.hudi.action.indexing import RecordBuilder
+from tableservice.hudi.action.indexing import PartitionWriter, records_writer
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
-from tableservice.hudi.metadata.delta_commit import MetadataRecord
-from tableservice.hudi.metadata.initialize import Records, SharedValueRecords, TableSource, record_index_records
-from tableservice.hudi.metadata.keys import MetadataPartition, is_secondary_index, secondary_index_key
+from tableservice.hudi.file_group.base_file_reader import read_base_file_footer
+from tableservice.hudi.metadata.hfile_write import hfile_layout
+from tableservice.hudi.metadata.initialize import (
+    TableSource,
+    file_group_count,
+    index_version,
+    start_partition,
+    write_base_hfile,
+)
+from tableservice.hudi.metadata.keys import (
+    MetadataPartition,
+    file_group_indexes,
+    is_secondary_index,
+    routes_by_value,
+    secondary_index_key,
+)
 from tableservice.hudi.metadata.record_index import location, secondary_texts
 from tableservice.hudi.metadata.records import record_index_record, secondary_index_record
+from tableservice.hudi.metadata.schema import metadata_record_schema_json
 from tableservice.hudi.metadata.secondary_index import secondary_column
+from tableservice.hudi.models import HoodieWriteStat
+from tableservice.hudi.table.fs_view import FileSlice
+from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import instant_epoch_ms
 from tableservice.storage import Storage, StorageOptions
 
@@ -123,39 +147,172 @@ def read_keys(
     return table if table.num_rows else empty
 
 
-def spark_record_builder(
-    executor: SparkExecutor, table_name: str, instant_time: str, storage_options: StorageOptions | None = None
-) -> RecordBuilder:
-    """Records of the record index and secondary indexes from keys read on Spark; other partitions as usual."""
+ENTRIES_SCHEMA = "group int, key binary, slice int"
 
-    def build(source: TableSource, partition: str) -> Records:
+
+def _entry_worker(
+    payload: Sequence[str], placed: Sequence[int], column: str | None, groups: int, v2: bool
+) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+    """Executor side: the entries of each task's slice with their file group and the index of their value."""
+    value_of = pa.array(placed, pa.int32())
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        for batch in _read_keys(batches, payload, column):
+            keys = batch.column(0)
+            if column is not None:  # secondary index entries: `<escaped value>$<escaped key>`
+                texts = batch.column(2).to_pylist()
+                keys = pa.array(
+                    [secondary_index_key(v, k) for k, v in zip(keys.to_pylist(), texts, strict=True)], pa.string()
+                )
+            routes = pa.array(file_group_indexes(keys, groups, secondary_v2=v2), pa.int32())
+            slices = value_of.take(batch.column(1))
+            yield pa.RecordBatch.from_pydict({"group": routes, "key": keys.cast(pa.binary()), "slice": slices})
+
+    return run
+
+
+def _hfile_worker(context: str) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        ctx = json.loads(context)
+        opts = ctx["storage_options"]
+        storage = Storage(StorageOptions(**opts) if opts else None)
+        values = pa.array([base64.b64decode(v) for v in ctx["values"]], pa.binary())
+        pending: list[pa.RecordBatch] = []
+
+        def flush() -> Iterable[pa.RecordBatch]:
+            if not pending:
+                return
+            table = pa.Table.from_batches(pending)
+            pending.clear()
+            for group in sorted(set(table.column("group").to_pylist())):
+                part = table.filter(pc.equal(table.column("group"), group))
+                rows = part.column("key").combine_chunks()
+                slices = part.column("slice").combine_chunks()
+                keep = _last_of_each(rows)
+                if keep is not None:
+                    rows, slices = rows.take(keep), slices.take(keep)
+                try:
+                    stat = write_base_hfile(
+                        storage,
+                        ctx["base_path"],
+                        ctx["partition"],
+                        group,
+                        ctx["instant"],
+                        rows,
+                        values.take(slices),
+                        ctx["schema"],
+                        ctx["layout"],
+                    )
+                except TableServiceError as e:
+                    raise RuntimeError(encode_task_error(e, ctx["table"])) from e
+                yield pa.RecordBatch.from_pydict({"stat": pa.array([stat.model_dump_json(by_alias=True)], pa.string())})
+
+        for batch in batches:
+            pending.append(batch)
+        yield from flush()
+
+    return run
+
+
+def _last_of_each(rows: pa.Array) -> pa.Array | None:
+    """Indices keeping the last of equal neighbouring rows (a key read twice), or None when all are distinct."""
+    if len(rows) < 2 or pc.all(pc.not_equal(rows[:-1], rows[1:])).as_py():
+        return None
+    distinct = pc.not_equal(rows[1:], rows[:-1]).to_numpy(zero_copy_only=False)
+    last = np.append(distinct, True)
+    return pa.array(np.nonzero(last)[0])
+
+
+def spark_partition_writer(
+    executor: SparkExecutor, table_name: str, instant_time: str, storage_options: StorageOptions | None = None
+) -> PartitionWriter:
+    """Writes the record index and secondary indexes on Spark (module docstring); other partitions in this
+    process."""
+    fallback = records_writer()
+
+    def write(source: TableSource, partition: str, mdt: HudiTable, instant: str) -> tuple[int, list[HoodieWriteStat]]:
         secondary = is_secondary_index(partition)
         if partition != RECORD_INDEX and not secondary:
-            return source.records(partition)
+            return fallback(source, partition, mdt, instant)
         table = source.table
-        upto = source.as_of or ""
         view = table.file_system_view(timeline=source.timeline, listing=table.list_storage_files())
         slices = view.latest_merged_slices()
-        tasks = compaction_tasks(table, source.timeline, upto, [CompactionInput.of(s) for s in slices])
-        column = secondary_column(table, partition) if secondary else None
-        tag = f"tableservice|{table_name}|indexing|{instant_time}|{partition}"
-        rows = read_keys(executor, tasks, column=column, tag=tag, storage_options=storage_options)
-        if secondary:
-            value = secondary_index_record()
-            keys, texts = rows.column("key").to_pylist(), rows.column("value").to_pylist()
-            entries = {secondary_index_key(v, k): None for k, v in zip(keys, texts, strict=True)}
-            return [MetadataRecord(partition, e, value) for e in entries]
+        tasks = compaction_tasks(table, source.timeline, source.as_of or "", [CompactionInput.of(s) for s in slices])
+        groups = file_group_count(partition, estimated_records(table, slices))
+        start_partition(mdt, partition, instant, groups)
+        if not tasks:
+            return 0, []
+        schema_json = metadata_record_schema_json(table.config.version)
+        parsed = fastavro.parse_schema(json.loads(schema_json))
         tz = table.active.tz
-        locations = [
-            record_index_record(location(s.partition_path, s.file_id, instant_epoch_ms(s.base_instant_time, tz)))
-            for s in slices
-        ]
-        keys = rows.column("key").combine_chunks()
-        if pc.count_distinct(keys).as_py() == len(keys):
-            return SharedValueRecords(partition, keys, rows.column("slice").combine_chunks(), locations)
-        millis = {(s.partition_path, s.file_id): instant_epoch_ms(s.base_instant_time, tz) for s in slices}
-        where = [(s.partition_path, s.file_id) for s in slices]
-        per_key = ((k, *where[i]) for k, i in zip(keys.to_pylist(), rows.column("slice").to_pylist(), strict=True))
-        return record_index_records(per_key, millis)  # a key in two slices: the last one read wins
+        if secondary:
+            column: str | None = secondary_column(table, partition)
+            values = [_encode(parsed, secondary_index_record())]
+            v2 = routes_by_value(partition, index_version(table, partition))
+        else:
+            column, v2 = None, False
+            values = [
+                _encode(parsed, record_index_record(location(s.partition_path, s.file_id, _millis(s, tz))))
+                for s in slices
+            ]
+        context = json.dumps(
+            {
+                "table": table_name,
+                "base_path": mdt.base_path,
+                "partition": partition,
+                "instant": instant,
+                "schema": schema_json,
+                "layout": hfile_layout(table.config.version),
+                "values": [base64.b64encode(v).decode() for v in values],
+                "storage_options": storage_options.shareable() if storage_options is not None else {},
+            }
+        )
+        spark = executor.session
+        payload = task_payload(tasks, storage_options)
+        slots = executor.task_slots() or len(payload)
+        read_partitions = max(1, min(slots, len(payload)))
+        payload = balanced(payload, [t.size_hint for t in tasks], read_partitions)
+        where = {(t.partition_path, t.file_id): i for i, t in enumerate(tasks)}
+        placed = [where[(t.partition_path, t.file_id)] for t in map(CompactionTask.from_json, payload)]
+        if secondary:
+            placed = [0] * len(placed)  # one value for every entry
+        tag = f"tableservice|{table_name}|indexing|{instant_time}|{partition}"
+        spark.addTag(tag)
+        try:
+            entries = spark.range(0, len(payload), 1, read_partitions).mapInArrow(
+                _entry_worker(payload, placed, column, groups, v2), ENTRIES_SCHEMA
+            )
+            ordered = entries.repartition(min(groups, max(slots, 1) * 2), "group").sortWithinPartitions("group", "key")
+            rows = ordered.mapInArrow(_hfile_worker(context), "stat string").collect()
+        except Exception as e:
+            typed = decode_task_error(str(e))
+            if typed is not None:
+                raise typed from e
+            raise SparkJobError(f"job {tag} failed: {short_error(e)}") from e
+        finally:
+            spark.removeTag(tag)
+        stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]
+        return sum(int(s.num_writes or 0) for s in stats), sorted(stats, key=lambda s: s.file_id or "")
 
-    return build
+    return write
+
+
+def estimated_records(table: HudiTable, slices: Sequence[FileSlice]) -> int:
+    """Records of the slices, from their base files' footers (log files counted at 100 bytes a record): what the
+    file-group count of a record or secondary index is sized by."""
+    total = 0
+    for s in slices:
+        if s.base_file is not None:
+            total += read_base_file_footer(table.storage, s.base_file.location).num_rows
+        total += sum(lf.size for lf in s.log_files) // 100
+    return total
+
+
+def _encode(parsed: Any, value: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, parsed, value)
+    return buf.getvalue()
+
+
+def _millis(file_slice: FileSlice, tz: Any) -> int:
+    return instant_epoch_ms(file_slice.base_instant_time, tz)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from tableservice.executors.indexing import spark_record_builder
+from tableservice.executors.indexing import spark_partition_writer
 from tableservice.hudi.action.indexing import (
     IndexingResult,
     execute_indexing,
@@ -109,5 +109,5 @@ def secondary_definition(partition: str, column: str, v2: bool) -> dict[str, obj
 
 def run_indexing(ctx: TableContext, instant: Instant, lease: LockHandle | None = None) -> IndexingResult:
     """Execute one pending indexing plan through the commit path, key reads on the context's executor."""
-    build = spark_record_builder(ctx.executor, ctx.table.name, instant.requested_time, ctx.storage_options)
-    return execute_indexing(ctx.table, instant, lock=ctx.lock_factory(), lease=lease, build=build)
+    writer = spark_partition_writer(ctx.executor, ctx.table.name, instant.requested_time, ctx.storage_options)
+    return execute_indexing(ctx.table, instant, lock=ctx.lock_factory(), lease=lease, writer=writer)

@@ -49,6 +49,7 @@ from tableservice.hudi.models import (
     HoodieIndexCommitMetadata,
     HoodieIndexPartitionInfo,
     HoodieIndexPlan,
+    HoodieWriteStat,
     decode_commit_metadata,
     decode_index_plan,
     encode_index_commit_metadata,
@@ -64,8 +65,22 @@ from tableservice.storage import join
 log = logging.getLogger(__name__)
 
 INDEXER_SUFFIX = "004"
-# Builds the records of one partition from a table snapshot; the daemon passes one that runs on Spark.
+# Builds the records of one partition from a table snapshot.
 RecordBuilder = Callable[[TableSource, str], Records]
+# Writes one new partition's files at its initialisation instant: (source, partition, metadata table, instant) ->
+# (records written, write stats of its base files). The daemon passes one that runs on Spark.
+PartitionWriter = Callable[[TableSource, str, HudiTable, str], tuple[int, list[HoodieWriteStat]]]
+
+
+def records_writer(build: RecordBuilder | None = None) -> PartitionWriter:
+    """Records built in this process (`build`, else the source's own), written by `write_partition_files`."""
+
+    def write(source: TableSource, partition: str, mdt: HudiTable, instant: str) -> tuple[int, list[HoodieWriteStat]]:
+        records = build(source, partition) if build is not None else source.records(partition)
+        groups = file_group_count(partition, len(records))
+        return len(records), write_partition_files(source.table, mdt, partition, instant, groups, records)
+
+    return write
 
 
 @dataclass(frozen=True)
@@ -160,6 +175,7 @@ def execute_indexing(
     lock: LockFactory | None = None,
     lease: Held | None = None,
     build: RecordBuilder | None = None,
+    writer: PartitionWriter | None = None,
 ) -> IndexingResult:
     """Build and publish the partitions of a pending indexing plan (see the module docstring)."""
     started = time.monotonic()
@@ -188,23 +204,21 @@ def execute_indexing(
     if upto is None:
         raise InvalidTableConfigError("the table has no completed instant to index", table=table.name)
     source = TableSource(table, timeline.at_or_before(upto), as_of=upto)
-    make = build if build is not None else (lambda src, p: src.records(p))
+    write = writer if writer is not None else records_writer(build)
     inits: dict[str, str] = {}
     stats = {}
     total = 0
     for partition in partitions:
-        records = make(source, partition)
-        total += len(records)
         init = _init_time(table, mdt, t, upto, inits)
         inits[partition] = init
-        groups = file_group_count(partition, len(records))
-        stats[partition] = write_partition_files(table, mdt, partition, init, groups, records)
+        count, stats[partition] = write(source, partition, mdt, init)
+        total += count
         log.info(
-            "indexing: %s built as of %s (%d records, %d file groups)",
+            "indexing: %s built as of %s (%d records, %d base files)",
             partition,
             upto,
-            len(records),
-            groups,
+            count,
+            len(stats[partition]),
             extra={"table": table.name, "instant": t},
         )
 

@@ -65,7 +65,7 @@ from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import read_schema
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, instant_epoch_ms
-from tableservice.storage import join
+from tableservice.storage import Storage, join
 
 log = logging.getLogger(__name__)
 
@@ -362,54 +362,70 @@ def _cells_by_group(records: Records, groups: int, v2: bool, parsed: Any) -> dic
 def write_partition_files(
     table: HudiTable, mdt: HudiTable, partition: str, instant: str, groups: int, records: Records
 ) -> list[HoodieWriteStat]:
-    """The files of a new partition at `instant`: whatever an earlier attempt left is removed, every file group gets
-    its empty initial log file, the records (routed, sorted) go into one base HFile per file group that receives
-    any. Returns the write stats of the base files."""
-    storage = mdt.storage
+    """The files of a new partition at `instant` (`start_partition`), the records (routed, sorted) in one base
+    HFile per file group that receives any. Returns the write stats of the base files."""
+    start_partition(mdt, partition, instant, groups)
     schema_json = metadata_record_schema_json(table.config.version)
     parsed = fastavro.parse_schema(json.loads(schema_json))
+    v2 = routes_by_value(partition, index_version(table, partition))
+    by_group = _cells_by_group(records, groups, v2, parsed)
+    layout = hfile_layout(table.config.version)
+    return [
+        write_base_hfile(mdt.storage, mdt.base_path, partition, group, instant, rows, values, schema_json, layout)
+        for group, (rows, values) in sorted(by_group.items())
+        if len(rows)
+    ]
+
+
+def start_partition(mdt: HudiTable, partition: str, instant: str, groups: int) -> None:
+    """A new partition's folder at `instant`: whatever an earlier attempt left is removed, every file group gets its
+    empty initial log file (a delete block without keys), and the folder its `.hoodie_partition_metadata`."""
+    storage = mdt.storage
     folder = partition_location(mdt.base_path, partition)
     for name in [fi.location for fi in storage.list(folder)] if storage.exists(folder) else []:
         storage.delete(name)  # leftovers of an attempt that did not complete
-    v2 = routes_by_value(partition, index_version(table, partition))
-    by_group = _cells_by_group(records, groups, v2, parsed)
-    stats: list[HoodieWriteStat] = []
-    layout = hfile_layout(table.config.version)
     for i in range(groups):
-        fid = file_group_id(partition, i)
-        init_log = f".{fid}_{instant}.log.1_{WRITE_TOKEN}"
+        init_log = f".{file_group_id(partition, i)}_{instant}.log.1_{WRITE_TOKEN}"
         append_log_blocks(
             storage,
             join(folder, init_log),
             [encode_delete_block([], {HeaderKey.INSTANT_TIME: instant})],
             create_only=True,
         )
-        cells = by_group.get(i)
-        if cells is None or not len(cells[0]):
-            continue
-        rows, values = cells
-        first, last = rows[0].as_py(), rows[len(rows) - 1].as_py()
-        info = [(b"schema", schema_json.encode()), (b"minRecordKey", first), (b"maxRecordKey", last)]
-        data = write_hfile_arrays(rows, values, file_info=info, layout=layout)
-        name = f"{fid}_{WRITE_TOKEN}_{instant}.hfile"
-        storage.write_bytes(join(folder, name), data)
-        stats.append(
-            HoodieWriteStat(
-                file_id=fid,
-                path=f"{partition}/{name}",
-                prev_commit="null",
-                num_writes=len(rows),
-                num_inserts=len(rows),
-                num_deletes=0,
-                num_update_writes=0,
-                total_write_bytes=len(data),
-                total_write_errors=0,
-                partition_path=partition,
-                file_size_in_bytes=len(data),
-            )
-        )
     ensure_partition_metadata(storage, folder, instant)
-    return stats
+
+
+def write_base_hfile(
+    storage: Storage,
+    mdt_base_path: str,
+    partition: str,
+    group: int,
+    instant: str,
+    rows: pa.Array,
+    values: pa.Array,
+    schema_json: str,
+    layout: str,
+) -> HoodieWriteStat:
+    """The base HFile of file group `group` of a new partition (rows strictly sorted); its write stat."""
+    fid = file_group_id(partition, group)
+    first, last = rows[0].as_py(), rows[len(rows) - 1].as_py()
+    info = [(b"schema", schema_json.encode()), (b"minRecordKey", first), (b"maxRecordKey", last)]
+    data = write_hfile_arrays(rows, values, file_info=info, layout=layout)
+    name = f"{fid}_{WRITE_TOKEN}_{instant}.hfile"
+    storage.write_bytes(join(partition_location(mdt_base_path, partition), name), data)
+    return HoodieWriteStat(
+        file_id=fid,
+        path=f"{partition}/{name}",
+        prev_commit="null",
+        num_writes=len(rows),
+        num_inserts=len(rows),
+        num_deletes=0,
+        num_update_writes=0,
+        total_write_bytes=len(data),
+        total_write_errors=0,
+        partition_path=partition,
+        file_size_in_bytes=len(data),
+    )
 
 
 def complete_initialization(
