@@ -195,6 +195,15 @@ class Metrics:
         self._build_info = Info(name("build"), "Build of the tableservice daemon", registry=reg)
         self._build_info.info({"version": version, "python": platform.python_version()})
         self._up = Gauge(name("up"), "1 while the daemon is running", registry=reg)
+        self._reloads = Counter(
+            name("config_reloads"), "Configuration reloads, by result (success, failure)", ("result",), registry=reg
+        )
+        self._reload_ok = Gauge(
+            name("config_last_reload_successful"), "1 when the last configuration reload succeeded", registry=reg
+        )
+        self._reload_ok.set(1)
+        for result in ("success", "failure"):
+            self._reloads.labels(result)
         self._up.set(1)
         if process_metrics:
             ProcessCollector(registry=reg)
@@ -315,6 +324,11 @@ class Metrics:
     def set_up(self, up: bool) -> None:
         """`tableservice_up` (1 from construction; set 0 while shutting down)."""
         self._up.set(1 if up else 0)
+
+    def config_reloaded(self, succeeded: bool) -> None:
+        """A configuration reload ended (the running configuration is kept when it failed)."""
+        self._reloads.labels("success" if succeeded else "failure").inc()
+        self._reload_ok.set(1 if succeeded else 0)
 
     # --- lifecycle and exposition ------------------------------------------------------------------
 

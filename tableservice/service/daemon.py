@@ -314,7 +314,9 @@ class Daemon:
             new = await anyio.to_thread.run_sync(load_config, self.config_path)
         except ConfigError as e:
             log.error("configuration reload failed, keeping the running configuration: %s", e)
+            self.metrics.config_reloaded(False)
             return
+        self.metrics.config_reloaded(True)
         old_service = self.config.service
         self.config = new
         if new.service.max_concurrent_actions != old_service.max_concurrent_actions:

@@ -112,3 +112,6 @@ def test_reload_keeps_the_running_configuration(bad: str, tmp_path: Path) -> Non
     anyio.run(reload)
     assert daemon.config is running
     assert daemon.config.service.poll_interval_seconds == 7
+    text = daemon.metrics.render()[0].decode()
+    assert 'tableservice_config_reloads_total{result="failure"} 1.0' in text
+    assert "tableservice_config_last_reload_successful 0.0" in text

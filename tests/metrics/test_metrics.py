@@ -58,6 +58,8 @@ def test_family_names_and_types() -> None:
         "tableservice_table_quarantined": "gauge",
         "tableservice_build_info": "gauge",
         "tableservice_up": "gauge",
+        "tableservice_config_reloads": "counter",
+        "tableservice_config_last_reload_successful": "gauge",
     }
 
 
@@ -72,6 +74,21 @@ def test_build_info_and_up() -> None:
     assert got[key("tableservice_up")] == 1.0
     metrics.set_up(False)
     assert samples(metrics)[key("tableservice_up")] == 0.0
+
+
+def test_config_reloads_are_counted_by_result() -> None:
+    metrics = Metrics(CollectorRegistry())
+    got = samples(metrics)
+    assert got[key("tableservice_config_reloads_total", result="failure")] == 0.0  # present from the start
+    assert got[key("tableservice_config_last_reload_successful")] == 1.0
+    metrics.config_reloaded(False)
+    got = samples(metrics)
+    assert got[key("tableservice_config_reloads_total", result="failure")] == 1.0
+    assert got[key("tableservice_config_last_reload_successful")] == 0.0
+    metrics.config_reloaded(True)
+    got = samples(metrics)
+    assert got[key("tableservice_config_reloads_total", result="success")] == 1.0
+    assert got[key("tableservice_config_last_reload_successful")] == 1.0
 
 
 def test_action_lifecycle_values() -> None:
