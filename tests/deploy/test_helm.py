@@ -510,3 +510,39 @@ def test_chart_alerts_are_the_repository_alerts() -> None:
 def test_notes_warn_about_several_replicas_with_the_in_process_lock() -> None:
     assert "in-process lock" in render_manifests({"replicas": 2})["tableservice/templates/NOTES.txt"]
     assert "in-process lock" not in render_manifests(ZOOKEEPER_VALUES)["tableservice/templates/NOTES.txt"]
+
+
+def _strict_crd_schema(model: Any) -> dict[str, Any]:
+    """The JSON schema of a Prometheus-operator resource (the CRD's fields, from its generated model), with unknown
+    fields refused at every level."""
+    schema: dict[str, Any] = model.model_json_schema(by_alias=True)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "properties" in node and "additionalProperties" not in node:
+                node["additionalProperties"] = False
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return schema
+
+
+def test_monitoring_objects_match_the_operator_crds() -> None:
+    try:
+        from cloudcoil.models.prometheus_operator import v1 as operator
+    except ImportError:
+        _missing("cloudcoil-models-prometheus-operator", "pip install -e '.[test]'")
+    import jsonschema
+
+    objects = render(MONITORING_VALUES, [MONITORING_API])
+    for kind, model in (("ServiceMonitor", operator.ServiceMonitor), ("PrometheusRule", operator.PrometheusRule)):
+        validator = jsonschema.Draft202012Validator(_strict_crd_schema(model))
+        obj = one(objects, kind)
+        assert [e.message for e in validator.iter_errors(obj)] == [], kind
+        broken = json.loads(json.dumps(obj))
+        broken["spec"]["unknownField"] = 1  # what a typo in the template would give
+        assert list(validator.iter_errors(broken)), kind
