@@ -202,6 +202,10 @@ class Metrics:
             name("config_last_reload_successful"), "1 when the last configuration reload succeeded", registry=reg
         )
         self._reload_ok.set(1)
+        self._spark_up = Gauge(name("spark_up"), "1 once the daemon's Spark session is up and warmed", registry=reg)
+        self._leases = Gauge(
+            name("leases_held"), "Executor leases this replica holds (actions it is running)", ta, registry=reg
+        )
         for result in ("success", "failure"):
             self._reloads.labels(result)
         self._up.set(1)
@@ -324,6 +328,17 @@ class Metrics:
     def set_up(self, up: bool) -> None:
         """`tableservice_up` (1 from construction; set 0 while shutting down)."""
         self._up.set(1 if up else 0)
+
+    def set_spark_up(self, up: bool) -> None:
+        self._spark_up.set(1 if up else 0)
+
+    def lease_held(self, table: str, action: str, held: bool) -> None:
+        """This replica took (True) or gave back (False) the executor lease of one `action` on `table`."""
+        child = self._child(self._leases, table, _check_label("action", action))
+        if held:
+            child.inc()
+        else:
+            child.dec()
 
     def config_reloaded(self, succeeded: bool) -> None:
         """A configuration reload ended (the running configuration is kept when it failed)."""

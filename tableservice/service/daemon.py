@@ -223,6 +223,7 @@ class Daemon:
                 await anyio.to_thread.run_sync(self.locks.close)
                 if self._owns_executor:
                     await anyio.to_thread.run_sync(self.executor.stop)
+                    self.metrics.set_spark_up(False)
             log.info("stopped")
         return 0
 
@@ -238,6 +239,7 @@ class Daemon:
             await anyio.to_thread.run_sync(self.executor.start)
             await anyio.to_thread.run_sync(self.executor.warm_up)
             self._spark_up = True
+            self.metrics.set_spark_up(True)
         except Exception as e:  # Spark failing to start keeps the daemon unready, not dead
             log.error("spark did not start: %s", e)
 

@@ -376,12 +376,16 @@ class TableWorker:
         key = f"{self.settings.uri}#{svc.name}#{t}"
         self.running.add(key, job_tag(ctx.table.name, svc.name, t))
         self.status.running = f"{svc.name} {t}"
+        if self.metrics is not None:
+            self.metrics.lease_held(self.label, svc.name, True)
         try:
             outcome = self._guarded(svc.name, t, result, lambda: svc.execute(ctx, instant, handle))
         finally:
             self.running.remove(key)
             self.status.running = None
             lease.release(handle)
+            if self.metrics is not None:
+                self.metrics.lease_held(self.label, svc.name, False)
         if outcome is None:
             return
         result.record(outcome)

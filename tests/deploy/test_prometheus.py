@@ -182,6 +182,9 @@ scrape_configs:
             'sum by (table, action) (rate(tableservice_actions_completed_total{table=~".*"}[5m]))',
             'time() - max by (table) (tableservice_last_successful_poll_timestamp_seconds{table=~".*"})',
             "min(tableservice_config_last_reload_successful)",
+            "sum(tableservice_spark_up)",
+            "count(tableservice_up == 1)",
+            "sum by (instance) (tableservice_leases_held)",
         ]
         assert not [e for e in with_data if e in empty], empty
         up = _query(prom_port, 'up{job="tableservice"}')["data"]["result"]

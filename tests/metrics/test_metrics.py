@@ -60,6 +60,8 @@ def test_family_names_and_types() -> None:
         "tableservice_up": "gauge",
         "tableservice_config_reloads": "counter",
         "tableservice_config_last_reload_successful": "gauge",
+        "tableservice_spark_up": "gauge",
+        "tableservice_leases_held": "gauge",
     }
 
 
@@ -74,6 +76,18 @@ def test_build_info_and_up() -> None:
     assert got[key("tableservice_up")] == 1.0
     metrics.set_up(False)
     assert samples(metrics)[key("tableservice_up")] == 0.0
+
+
+def test_leases_held_and_spark_up() -> None:
+    metrics = Metrics(CollectorRegistry())
+    assert samples(metrics)[key("tableservice_spark_up")] == 0.0
+    metrics.set_spark_up(True)
+    metrics.lease_held("t", "compaction", True)
+    metrics.lease_held("t", "compaction", True)
+    metrics.lease_held("t", "compaction", False)
+    got = samples(metrics)
+    assert got[key("tableservice_spark_up")] == 1.0
+    assert got[key("tableservice_leases_held", table="t", action="compaction")] == 1.0
 
 
 def test_config_reloads_are_counted_by_result() -> None:
