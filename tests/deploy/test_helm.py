@@ -442,7 +442,22 @@ def test_spark_on_kubernetes(tmp_path: Path) -> None:
         "spark.driver.port": "7078",
         "spark.blockManager.port": "7079",
         "spark.driver.bindAddress": "0.0.0.0",
+        "spark.kubernetes.executor.podTemplateFile": "/etc/tableservice/executor-pod-template.yaml",
     }
+    # the executor pod template is in the ConfigMap mounted at /etc/tableservice: a valid Pod, hardened like the daemon
+    template = yaml.safe_load(one(objects, "ConfigMap")["data"]["executor-pod-template.yaml"])
+    assert {m["mountPath"] for m in c["volumeMounts"]} >= {"/etc/tableservice"}
+    assert (template["apiVersion"], template["kind"]) == ("v1", "Pod")
+    assert template["spec"]["securityContext"]["runAsNonRoot"] is True
+    (executor,) = template["spec"]["containers"]
+    assert executor["securityContext"]["readOnlyRootFilesystem"] is True
+    assert executor["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    template_file = tmp_path / "executor-pod-template.yaml"
+    template_file.write_text(yaml.safe_dump({**template, "metadata": {"name": "executor"}}))
+    validated = subprocess.run(
+        [_tool("kubernetes-validate"), "--strict", "-k", "1.30.0", str(template_file)], capture_output=True, text=True
+    )
+    assert validated.returncode == 0, validated.stdout + validated.stderr
     # spark.driver.host and spark.kubernetes.driver.pod.name: environment overrides from the downward API, applied
     # by the daemon's loader. Simulate the kubelet: give each fieldRef variable its value.
     field_values = {"status.podIP": "10.1.2.3", "metadata.name": f"{FULLNAME}-7d9f-abcde"}

@@ -58,7 +58,8 @@ variables (see the Deployment).
     "spark.kubernetes.container.image" (default (include "tableservice.image" .) .Values.spark.kubernetes.image)
     "spark.driver.port" (toString (int .Values.spark.kubernetes.driverPort))
     "spark.blockManager.port" (toString (int .Values.spark.kubernetes.blockManagerPort))
-    "spark.driver.bindAddress" "0.0.0.0" }}
+    "spark.driver.bindAddress" "0.0.0.0"
+    "spark.kubernetes.executor.podTemplateFile" "/etc/tableservice/executor-pod-template.yaml" }}
 {{- $cfg = mergeOverwrite $cfg (dict "spark" (dict "master" "k8s://https://kubernetes.default.svc" "conf" $conf)) }}
 {{- end }}
 {{- toYaml $cfg }}
