@@ -154,3 +154,24 @@ tables:
     table = HudiTable.open(Storage(), path)
     assert any(i.action is Action.COMPACTION for i in table.timeline().completed())
     assert_same_rows(hudi_read(path).drop_columns(["_hoodie_file_name"]), before.drop_columns(["_hoodie_file_name"]))
+
+
+def test_the_executor_entrypoint_starts_sparks_kubernetes_executor_backend(image: str) -> None:
+    """With the argument `executor` and the environment Spark on Kubernetes gives executor pods, the image starts
+    Spark's executor backend, which dials the driver it was given (here a closed port: no Kubernetes runs here)."""
+    port = _free_port()
+    env = {
+        "SPARK_DRIVER_URL": f"spark://CoarseGrainedScheduler@127.0.0.1:{port}",
+        "SPARK_EXECUTOR_ID": "1",
+        "SPARK_EXECUTOR_CORES": "1",
+        "SPARK_APPLICATION_ID": "app-test",
+        "SPARK_EXECUTOR_POD_IP": "127.0.0.1",
+        "SPARK_EXECUTOR_POD_NAME": "executor-1",
+        "SPARK_EXECUTOR_MEMORY": "512m",
+    }
+    flags = [arg for name, value in env.items() for arg in ("-e", f"{name}={value}")]
+    ran = _run("podman", "run", "--rm", *HARDENED, "--network", "host", *flags, image, "executor", timeout=300)
+    output = ran.stdout + ran.stderr
+    assert ran.returncode != 0
+    assert "KubernetesExecutorBackend: Started daemon" in output, output[-3000:]
+    assert f"Failed to connect to /127.0.0.1:{port}" in output, output[-3000:]
