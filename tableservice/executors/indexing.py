@@ -22,15 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tableservice.errors import SparkJobError, TableServiceError
-from tableservice.executors.spark import (
-    SparkExecutor,
-    balanced,
-    decode_task_error,
-    encode_task_error,
-    short_error,
-    task_payload,
-)
+from tableservice.errors import TableServiceError
+from tableservice.executors.spark import SparkExecutor, encode_task_error, spark_job
 from tableservice.hudi.action.compact import CompactionTask, slice_at, task_reader
 from tableservice.hudi.action.indexing import PartitionWriter, records_writer
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
@@ -125,25 +118,12 @@ def read_keys(
     if not tasks:
         return empty
     spark = executor.session
-    payload = task_payload(tasks, storage_options)
-    slots = executor.task_slots()
-    partitions = max(1, min(slots if slots is not None else len(payload), len(payload)))
-    payload = balanced(payload, [t.size_hint for t in tasks], partitions)
-    spark.addTag(tag)
-    try:
+    payload, partitions = executor.spread(tasks, storage_options)
+    with spark_job(spark, tag, tag):
         df = spark.range(0, len(payload), 1, partitions)
         table = df.mapInArrow(_key_worker(payload, column), KEYS_SCHEMA).toArrow()
-        # the worker numbers slices by their place in the balanced payload: back to the place in `tasks`
-        where = {(t.partition_path, t.file_id): i for i, t in enumerate(tasks)}
-        placed = [where[(t.partition_path, t.file_id)] for t in map(CompactionTask.from_json, payload)]
-        table = table.set_column(1, "slice", pa.array(placed, pa.int32()).take(table.column("slice")))
-    except Exception as e:
-        typed = decode_task_error(str(e))
-        if typed is not None:
-            raise typed from e
-        raise SparkJobError(f"job {tag} failed: {short_error(e)}") from e
-    finally:
-        spark.removeTag(tag)
+    # the worker numbers slices by their place in the balanced payload: back to the place in `tasks`
+    table = table.set_column(1, "slice", pa.array(_placed(tasks, payload), pa.int32()).take(table.column("slice")))
     return table if table.num_rows else empty
 
 
@@ -268,33 +248,26 @@ def spark_partition_writer(
             }
         )
         spark = executor.session
-        payload = task_payload(tasks, storage_options)
+        payload, read_partitions = executor.spread(tasks, storage_options)
+        placed = [0] * len(payload) if secondary else _placed(tasks, payload)  # secondary: one value for all
         slots = executor.task_slots() or len(payload)
-        read_partitions = max(1, min(slots, len(payload)))
-        payload = balanced(payload, [t.size_hint for t in tasks], read_partitions)
-        where = {(t.partition_path, t.file_id): i for i, t in enumerate(tasks)}
-        placed = [where[(t.partition_path, t.file_id)] for t in map(CompactionTask.from_json, payload)]
-        if secondary:
-            placed = [0] * len(placed)  # one value for every entry
         tag = f"tableservice|{table_name}|indexing|{instant_time}|{partition}"
-        spark.addTag(tag)
-        try:
+        with spark_job(spark, tag, tag):
             entries = spark.range(0, len(payload), 1, read_partitions).mapInArrow(
                 _entry_worker(payload, placed, column, groups, v2), ENTRIES_SCHEMA
             )
             ordered = entries.repartition(min(groups, max(slots, 1) * 2), "group").sortWithinPartitions("group", "key")
             rows = ordered.mapInArrow(_hfile_worker(context), "stat string").collect()
-        except Exception as e:
-            typed = decode_task_error(str(e))
-            if typed is not None:
-                raise typed from e
-            raise SparkJobError(f"job {tag} failed: {short_error(e)}") from e
-        finally:
-            spark.removeTag(tag)
         stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]
         return sum(int(s.num_writes or 0) for s in stats), sorted(stats, key=lambda s: s.file_id or "")
 
     return write
+
+
+def _placed(tasks: Sequence[CompactionTask], payload: Sequence[str]) -> list[int]:
+    """For each task of a balanced payload, its index in `tasks`."""
+    where = {(t.partition_path, t.file_id): i for i, t in enumerate(tasks)}
+    return [where[(t.partition_path, t.file_id)] for t in map(CompactionTask.from_json, payload)]
 
 
 def estimated_records(table: HudiTable, slices: Sequence[FileSlice]) -> int:

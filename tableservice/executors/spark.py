@@ -17,7 +17,8 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -201,6 +202,16 @@ class SparkExecutor:
 
     # --- jobs --------------------------------------------------------------------------------------
 
+    def spread(
+        self, tasks: Sequence[Task], storage_options: StorageOptions | None, parallelism: int | None = None
+    ) -> tuple[list[str], int]:
+        """The tasks as a job ships them (JSON, `task_payload`), ordered so that Spark's range partitions get
+        similar weights, and how many partitions: one per task slot, at most one per task."""
+        payload = task_payload(tasks, storage_options)
+        slots = parallelism if parallelism is not None else self.task_slots()
+        partitions = max(1, min(slots if slots is not None else len(payload), len(payload)))
+        return balanced(payload, [t.size_hint for t in tasks], partitions), partitions
+
     def run_tasks(
         self,
         tasks: Sequence[Task],
@@ -215,25 +226,30 @@ class SparkExecutor:
         if not tasks:
             return []
         spark = self.session
-        payload = task_payload(tasks, storage_options)
-        slots = parallelism if parallelism is not None else self.task_slots()
-        partitions = max(1, min(slots if slots is not None else len(payload), len(payload)))
-        payload = balanced(payload, [t.size_hint for t in tasks], partitions)
-        spark.addTag(tag)
-        try:
+        payload, partitions = self.spread(tasks, storage_options, parallelism)
+        with spark_job(spark, tag, description):
             # Task i is row i of a range: no shuffle, and each Spark task runs its share of the operations.
             df = spark.range(0, len(payload), 1, partitions)
             rows = df.mapInArrow(_task_worker(payload), "stat string, peak_rss_kb long").collect()
-        except Exception as e:
-            typed = decode_task_error(str(e))
-            if typed is not None:  # the task's own error: a corrupt file, a bad plan, a storage error
-                raise typed from e
-            raise SparkJobError(f"job {description} failed: {short_error(e)}") from e
-        finally:
-            spark.removeTag(tag)
         stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]
         self.last_peak_rss_kb = max((int(r["peak_rss_kb"]) for r in rows), default=0)
         return stats
+
+
+@contextmanager
+def spark_job(spark: SparkSession, tag: str, description: str) -> Iterator[None]:
+    """One job under its tag (so that it can be cancelled on its own): a task's own error (a corrupt file, a bad
+    plan, a storage error) comes back typed, anything else as SparkJobError."""
+    spark.addTag(tag)
+    try:
+        yield
+    except Exception as e:
+        typed = decode_task_error(str(e))
+        if typed is not None:
+            raise typed from e
+        raise SparkJobError(f"job {description} failed: {short_error(e)}") from e
+    finally:
+        spark.removeTag(tag)
 
 
 def balanced(payload: Sequence[str], weights: Sequence[int], partitions: int) -> list[str]:
