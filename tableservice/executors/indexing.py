@@ -232,7 +232,12 @@ def spark_partition_writer(
         else:
             column, v2 = None, False
             values = [
-                _encode(parsed, record_index_record(location(s.partition_path, s.file_id, _millis(s, tz))))
+                _encode(
+                    parsed,
+                    record_index_record(
+                        location(s.partition_path, s.file_id, instant_epoch_ms(s.base_instant_time, tz))
+                    ),
+                )
                 for s in slices
             ]
         context = json.dumps(
@@ -285,7 +290,3 @@ def _encode(parsed: Any, value: dict[str, Any]) -> bytes:
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, parsed, value)
     return buf.getvalue()
-
-
-def _millis(file_slice: FileSlice, tz: Any) -> int:
-    return instant_epoch_ms(file_slice.base_instant_time, tz)
