@@ -12,6 +12,7 @@ from tableservice.hudi.metadata.keys import (
     column_stats_key,
     file_group_id,
     file_group_index,
+    file_group_indexes,
     java_string_hash,
     partition_stats_key,
     routes_by_value,
@@ -127,3 +128,16 @@ def test_java_string_hash_and_routing_edges() -> None:
     assert secondary_index_key("a$b\\c", "k$") == "a\\$b\\\\c$k\\$"
     # V2 routes by the value part only, so one value's entries share a file group
     assert file_group_index("a\\$b$k1", 7, secondary_v2=True) == file_group_index("a\\$b$k2", 7, secondary_v2=True)
+
+
+def test_column_wise_routing_equals_key_by_key() -> None:
+    """The vectorised hash (keys right-aligned in a matrix) against Java's hash key by key: lengths 0 to 40,
+    an Arrow slice with an offset, the key whose hash is Integer.MIN_VALUE, equal and unequal lengths."""
+    import pyarrow as pa
+
+    keys = ["", "a", "polygenelubricants", "hello", "x" * 40] + [f"key-{i * 7919 % 100003}" for i in range(300)]
+    for array in (pa.array(["pad", *keys]).slice(1), pa.array([f"{i:08d}" for i in range(200)])):
+        for groups in (1, 7, 10, 64):
+            expected = [file_group_index(k, groups) for k in array.to_pylist()]
+            assert file_group_indexes(array, groups).tolist() == expected, groups
+    assert file_group_indexes(pa.array(["polygenelubricants"]), 10).tolist() == [2**31 % 10]

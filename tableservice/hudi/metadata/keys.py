@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
@@ -68,26 +69,46 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def file_group_indexes(keys: Sequence[str] | pa.Array, file_groups: int, *, secondary_v2: bool = False) -> list[int]:
+def file_group_indexes(
+    keys: Sequence[str] | pa.Array, file_groups: int, *, secondary_v2: bool = False
+) -> npt.NDArray[np.int32]:
     """`file_group_index` of many keys at once: Java's hash computed column-wise over the keys' bytes when they are
     ASCII (one UTF-16 code unit per byte), key by key otherwise."""
     if file_groups <= 0:
         raise ValueError("a metadata partition has at least one file group")
     array = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
     if secondary_v2 or not len(array) or not pc.all(pc.string_is_ascii(array)).as_py():
-        return [file_group_index(k, file_groups, secondary_v2=secondary_v2) for k in array.to_pylist()]
+        return np.array(
+            [file_group_index(k, file_groups, secondary_v2=secondary_v2) for k in array.to_pylist()], dtype=np.int32
+        )
+    hashes = _java_hashes_ascii(array)
+    return (np.abs(hashes.view(np.int32).astype(np.int64)) % file_groups).astype(np.int32)
+
+
+def _java_hashes_ascii(array: pa.Array) -> npt.NDArray[np.uint32]:
+    """Java's `String.hashCode` of ASCII strings as unsigned 32-bit values. The keys are right-aligned in a zero
+    matrix: leading zeros leave Horner's sum at zero, so one pass over the columns hashes keys of any length."""
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
-    data = (
-        np.frombuffer(array.buffers()[2], dtype=np.uint8) if array.buffers()[2] is not None else np.zeros(1, np.uint8)
-    )
-    starts, lengths = offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64)
-    h = np.zeros(len(array), dtype=np.uint64)
-    for pos in range(int(lengths.max()) if len(lengths) else 0):
-        live = lengths > pos
-        h[live] = (h[live] * np.uint64(31) + data[starts[live] + pos].astype(np.uint64)) & np.uint64(0xFFFFFFFF)
-    signed = h.astype(np.int64)
-    signed[signed >= 1 << 31] -= 1 << 32
-    return [int(i) for i in np.abs(signed) % file_groups]
+    buffer = array.buffers()[2]
+    data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets).astype(np.int64)
+    width = int(lengths.max())
+    n = len(array)
+    if width == 0:
+        return np.zeros(n, dtype=np.uint32)
+    chars = data[offsets[0] : offsets[-1]]
+    if int(lengths.min()) == width:
+        matrix = chars.reshape(n, width)
+    else:
+        matrix = np.zeros((n, width), dtype=np.uint8)
+        rows = np.repeat(np.arange(n), lengths)
+        cols = np.arange(len(chars)) - np.repeat(offsets[:-1].astype(np.int64) - offsets[0], lengths)
+        matrix[rows, cols + np.repeat(width - lengths, lengths)] = chars
+    h = np.zeros(n, dtype=np.uint32)
+    for column in range(width):
+        h *= np.uint32(31)
+        h += matrix[:, column]
+    return h
 
 
 def file_group_index(key: str, file_groups: int, *, secondary_v2: bool = False) -> int:
