@@ -116,6 +116,16 @@ class CorruptFileError(PermanentError):
     """A file's bytes do not follow the format they claim to follow."""
 
 
+class DamagedInputError(CorruptFileError):
+    """Committed data an action would rewrite is incomplete or damaged: a base file a completed commit names is
+    missing or has another size, a log file holds fewer bytes than its commits wrote, or a corrupt block lies inside
+    a committed range. The service that found it is quarantined for the table; `instant_time` names the commit."""
+
+    def __init__(self, problem: str, *, instant_time: str, table: str | None = None, path: str | None = None) -> None:
+        super().__init__(problem, table=table, path=path)
+        self.instant_time = instant_time
+
+
 class InvalidTableConfigError(PermanentError):
     """`hoodie.properties` is missing, unreadable or inconsistent."""
 

@@ -187,6 +187,11 @@ class Metrics:
             name("table_quarantined"), "1 while the table is quarantined after repeated failures", ("table",),
             registry=reg,
         )  # fmt: skip
+        self._service_quarantined = Gauge(
+            name("service_quarantined"),
+            "1 while a service is stopped for the table after it found damaged committed data (see /status)",
+            ("table", "action"), registry=reg,
+        )  # fmt: skip
         self._held_back = Gauge(
             name("actions_held_back"), "Actions not retried after a permanent failure (a corrupt file, a bad plan)",
             ("table", "action"), registry=reg,
@@ -318,6 +323,10 @@ class Metrics:
     def set_quarantined(self, table: str, quarantined: bool) -> None:
         """Whether `table` is quarantined (skipped after repeated failures)."""
         self._child(self._quarantined, table).set(1 if quarantined else 0)
+
+    def set_service_quarantined(self, table: str, action: str, quarantined: bool) -> None:
+        """Whether the service `action` is stopped for `table` after it found damaged committed data."""
+        self._child(self._service_quarantined, table, _check_label("action", action)).set(1 if quarantined else 0)
 
     def set_held_back(self, table: str, action: str, count: int) -> None:
         """How many pending actions of `action` on `table` are held back after a permanent failure."""

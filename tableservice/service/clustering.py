@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tableservice.errors import ActionAbandonedError, ConflictError
 from tableservice.hudi.action.cluster import clustering_commit_metadata
 from tableservice.hudi.action.commit import Change, ChangeKind, commit
+from tableservice.hudi.action.committed_inputs import check_committed_inputs
 from tableservice.hudi.action.conflicts import check_clustering_inputs, clustering_inputs_untouched
 from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.action.tasks import ClusteringLayout, clustering_tasks
@@ -137,6 +138,9 @@ def execute_clustering(
         raise _abandon(ctx, instant_time, e) from e
     plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
     groups = validate_clustering_plan(table, instant, plan, plan_file=plan_file, timeline=timeline)
+    check_committed_inputs(
+        table, timeline, [(g.partition, s) for g in groups for s in g.slices], before=instant.requested_time
+    )
     replaced: dict[str, list[str]] = {}
     for g in groups:
         replaced.setdefault(g.partition, []).extend(s.file_id for s in g.slices)

@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tableservice.errors import UnsupportedTableError
+from tableservice.hudi.action.committed_inputs import check_committed_inputs
 from tableservice.hudi.action.compact import compaction_commit_metadata
 from tableservice.hudi.action.conflicts import without_replaced_groups
-from tableservice.hudi.action.tasks import compaction_tasks
-from tableservice.hudi.models import HoodieWriteStat, encode_compaction_plan
+from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
+from tableservice.hudi.models import HoodieCompactionPlan, HoodieWriteStat, encode_compaction_plan
+from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.table.schema import avro_schema_to_json
+from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.locks import LockHandle
 from tableservice.planning.compaction.plan import CompactionBlockedError, plan_compaction
@@ -32,6 +35,7 @@ from tableservice.service.actions import (
     run_plan,
 )
 from tableservice.service.protocol import Outcome, SchedulingDeferred, ServiceBase
+from tableservice.storage import join
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +92,7 @@ def schedule_compaction(
             return None
     done = table.request(
         Action.COMPACTION,
-        lambda t, timeline: plan_compaction(table, t, policy, timeline=timeline),
+        lambda t, timeline: _checked_plan(table, t, timeline, policy),
         lambda plan: encode_compaction_plan(plan, table_version=table.config.version),
         lock=ctx.locked,
         instant_time=instant_time,
@@ -102,6 +106,25 @@ def schedule_compaction(
         extra={"table": table.name, "instant": instant.requested_time},
     )
     return instant
+
+
+def _checked_plan(
+    table: HudiTable, t: str, timeline: Timeline, policy: CompactionPolicy
+) -> HoodieCompactionPlan | None:
+    """The plan, refused before it is written when a slice it names misses committed data (a missing base file
+    would otherwise be planned as a slice of log files alone). Sizes only: this runs under the table lock."""
+    plan = plan_compaction(table, t, policy, timeline=timeline)
+    if plan is not None:
+        slices = []
+        for op in plan.operations or ():
+            partition = op.partition_path or ""
+            where = partition_location(table.base_path, partition)
+            base = join(where, op.data_file_path) if op.data_file_path else None
+            logs = tuple(join(where, name) for name in op.delta_file_paths or ())
+            file_slice = CompactionInput(partition, op.file_id or "", op.base_instant_time or "", base, logs)
+            slices.append((partition, file_slice))
+        check_committed_inputs(table, timeline, slices, before=t, full=False)
+    return plan
 
 
 # --- execution -------------------------------------------------------------------------------------
@@ -120,6 +143,7 @@ def execute_compaction(
     plan = table.compaction_plan(instant)
     plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
     ops = validate_compaction_plan(table, instant, plan, plan_file=plan_file)
+    check_committed_inputs(table, timeline, [(op.partition, op) for op in ops], before=instant.requested_time)
     schema_json = avro_schema_to_json(table.latest_schema(timeline) or {})
     done, stats = run_plan(
         ctx,

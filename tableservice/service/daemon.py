@@ -34,7 +34,7 @@ from tableservice.service.http import HealthState, serve_http, service_routes
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.scheduler import PriorityCapacity
-from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableSettings
+from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableSettings, TableStatus
 from tableservice.service.table_worker import TableWorker
 from tableservice.storage import Storage, StorageOptions
 
@@ -393,7 +393,7 @@ class Daemon:
             self.metrics.table_error(worker.label, e)
             log.exception("unexpected error", extra={"table": worker.label})
         if not failed:
-            held = str(status.held_back[0]["error"]) if status.held_back else None
+            held = _held_reason(status)
             status.update(consecutive_failures=0, last_error=held)
             status.set_health(TableHealth.DEGRADED if held else TableHealth.OK, held)
             return
@@ -417,6 +417,13 @@ class Daemon:
     def _pass_in_thread(self, worker: TableWorker) -> Any:
         stopping: Callable[[], bool] = lambda: self.stopping  # noqa: E731
         return worker.run_pass(stop=stopping, reload=False)
+
+
+def _held_reason(status: TableStatus) -> str | None:
+    """Why the table is degraded: a service quarantined after it found damaged data, or a held-back action."""
+    for service, info in sorted(status.quarantined_services.items()):
+        return f"{service} quarantined: {info['reason']}"
+    return str(status.held_back[0]["error"]) if status.held_back else None
 
 
 def _mtime(path: str) -> float | None:

@@ -102,6 +102,8 @@ class TableStatus:
     last_poll: float | None = None
     running: str | None = None
     held_back: list[dict[str, object]] = field(default_factory=list)
+    # services stopped for this table after they found damaged committed data: service -> until, reason
+    quarantined_services: dict[str, dict[str, object]] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(self, **fields: object) -> None:

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from tableservice.errors import (
     ActionAbandonedError,
+    DamagedInputError,
     InstantNotPendingError,
     LeaseHeldError,
     LockError,
@@ -43,6 +44,8 @@ from tableservice.storage import Storage, StorageOptions
 __all__ = ["PassResult", "RunningActions", "TableSettings", "TableStatus", "TableWorker"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: The instant of a hold that covers a whole service of the table (damaged committed data: see `_hold`).
+SERVICE_WIDE = "*"
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,7 @@ class TableWorker:
         return self._schedule_due(self.service(name), self._snapshot())
 
     def _schedule_due(self, svc: TableService, snapshot: TableSnapshot) -> bool:
-        if not svc.settings.schedule or not svc.applies(snapshot):
+        if self._quarantined(svc.name) or not svc.settings.schedule or not svc.applies(snapshot):
             return False
         return self._worth_planning(svc.name, snapshot) and svc.due(snapshot)
 
@@ -248,6 +251,15 @@ class TableWorker:
             except SchedulingDeferred as e:
                 log.info("%s", e, extra={"table": self.label})
                 scheduled = None
+            except DamagedInputError as e:  # planning found damaged data: this service stops for the table
+                failure = Failure("", e, svc.name)
+                result.failed.append(failure)
+                result.held_back.append(failure)
+                if self.metrics is not None:
+                    self.metrics.action_failed(self.label, svc.name)
+                    self.metrics.table_error(self.label, e)
+                self._hold(svc.name, SERVICE_WIDE, e)
+                return ctx.table.snapshot()
             else:
                 self._planned(svc.name, scheduled, ctx.table.snapshot())
             if scheduled is not None:
@@ -287,19 +299,35 @@ class TableWorker:
         for key in [k for k, held in self._held.items() if held.until <= now]:
             del self._held[key]
         self._report_held()
+        if (svc.name, SERVICE_WIDE) in self._held:
+            return []
         return [i for i in pending if (svc.name, i.requested_time) not in self._held]
+
+    def _quarantined(self, service: str) -> bool:
+        held = self._held.get((service, SERVICE_WIDE))
+        if held is not None and held.until <= time.monotonic():
+            del self._held[(service, SERVICE_WIDE)]
+            self._report_held()
+            return False
+        return held is not None
 
     def _hold(self, action: str, instant: str, error: TableServiceError) -> None:
         """A permanent failure of one action: not retried until the hold runs out, the settings change or the daemon
         restarts; the table's other work goes on. Shown in /status (`held_back`) and the metrics."""
         hold_s = self.settings.permanent_failure_hold_s
+        if isinstance(error, DamagedInputError):
+            # Committed data is damaged: every action of this service would rewrite it (or plan around it). The
+            # service is quarantined for the table until the hold runs out or the settings change.
+            instant = SERVICE_WIDE
         self._held[(action, instant)] = _Held(time.monotonic() + hold_s, time.time() + hold_s, str(error))
+        what = "quarantined for this table" if instant == SERVICE_WIDE else "not retried"
         log.error(
-            "%s failed permanently, not retried for %.0fs: %s",
+            "%s failed permanently, %s for %.0fs: %s",
             action,
+            what,
             hold_s,
             error,
-            extra={"table": self.label, "instant": instant},
+            extra={"table": self.label, "instant": getattr(error, "instant_time", instant)},
         )
         self._report_held()
 
@@ -307,11 +335,18 @@ class TableWorker:
         self.status.held_back = [
             {"action": a, "instant": t, "until": round(h.until_unix, 1), "error": h.error}
             for (a, t), h in sorted(self._held.items())
+            if t != SERVICE_WIDE
         ]
+        self.status.quarantined_services = {
+            a: {"until": round(h.until_unix, 1), "reason": h.error}
+            for (a, t), h in sorted(self._held.items())
+            if t == SERVICE_WIDE
+        }
         if self.metrics is not None:
             for svc in self._services:
-                held = sum(1 for a, _ in self._held if a == svc.name)
+                held = sum(1 for a, t in self._held if a == svc.name and t != SERVICE_WIDE)
                 self.metrics.set_held_back(self.label, svc.name, held)
+                self.metrics.set_service_quarantined(self.label, svc.name, (svc.name, SERVICE_WIDE) in self._held)
 
     def _guarded(self, action: str, instant: str, result: PassResult, fn: Callable[[], T]) -> T | None:
         """Run one action: a typed failure is recorded (result, metrics, log) and the pass goes on. A permanent

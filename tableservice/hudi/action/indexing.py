@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 from tableservice.errors import InvalidPlanError, InvalidTableConfigError
 from tableservice.hudi.action.commit import Change, ChangeKind, Held, LockFactory, commit, no_lock
+from tableservice.hudi.action.committed_inputs import check_committed_inputs
+from tableservice.hudi.action.tasks import CompactionInput
 from tableservice.hudi.metadata.column_stats import read_index_definitions, write_index_definitions
 from tableservice.hudi.metadata.delta_commit import MetadataRecord, write_delta_commit
 from tableservice.hudi.metadata.initialize import (
@@ -164,6 +166,19 @@ def schedule_indexing(
     return instant
 
 
+def _check_inputs(table: HudiTable) -> None:
+    """Before anything is written: the latest file slices an index is built from hold all the data the timeline
+    committed (`check_committed_inputs`); a damaged table gets no index that silently misses records."""
+    timeline = table.reload()
+    upto = index_upto_instant(timeline)
+    if upto is None:
+        return
+    as_of = timeline.at_or_before(upto)
+    view = table.file_system_view(timeline=as_of, listing=table.list_storage_files())
+    slices = [CompactionInput.of(s) for s in view.latest_merged_slices()]
+    check_committed_inputs(table, as_of, [(s.partition, s) for s in slices])
+
+
 def _definitions(table: HudiTable) -> dict[str, dict[str, object]] | None:
     return read_index_definitions(table.storage, table.base_path) if table.config.version >= 8 else None
 
@@ -185,6 +200,8 @@ def execute_indexing(
     if not planned:
         raise InvalidPlanError(f"indexing plan {instant.requested_time} names no partition", table=table.name)
     t = instant.requested_time
+    if any(p != FILES for p in planned):
+        _check_inputs(table)
     with lock_factory():
         timeline = table.reload()
         current = timeline.get(t, Action.INDEXING)
