@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tableservice.errors import ConfigError, TableServiceError
+from tableservice.errors import ConfigError, CorruptFileError, TableServiceError
 from tableservice.hudi.action import archival as archival_mod
 from tableservice.hudi.action.archival import archive, instants_with_archived
 from tableservice.hudi.action.savepoint import create_savepoint, list_savepoints
@@ -530,3 +530,24 @@ def test_crash_while_deleting_active_files(
             (completed[15].requested_time, completed[18].requested_time, 0),
         ]
     _assert_reads(path, before, "after the next archival")
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_an_instant_whose_metadata_does_not_decode_is_not_archived(
+    version: int, tmp_path: Path, built: Callable[..., str]
+) -> None:
+    """The archive is where readers find an instant's metadata once its active files are gone: a damaged completed
+    file is refused with its path, and nothing is archived or deleted."""
+    path = built(tmp_path, version)
+    table = HudiTable.open(ST, path)
+    completed = list(table.reload().completed_writes())
+    victim = completed[3]
+    damaged = table.active.path_of(victim)
+    Path(damaged).write_bytes(Path(damaged).read_bytes()[:40])  # a torn JSON document
+    timeline_before = {p.name: p.read_bytes() for p in Path(path, ".hoodie").rglob("*") if p.is_file()}
+    with pytest.raises(CorruptFileError) as info:
+        archive(table, ArchivalPolicy())
+    assert info.value.path == damaged and victim.requested_time in str(info.value)
+    assert "does not decode" in str(info.value) and info.value.table == table.name
+    timeline_after = {p.name: p.read_bytes() for p in Path(path, ".hoodie").rglob("*") if p.is_file()}
+    assert timeline_after == timeline_before

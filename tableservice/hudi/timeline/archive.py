@@ -71,7 +71,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from tableservice.errors import FileMissingError, InvalidTimelineError
+from tableservice.errors import CorruptFileError, FileMissingError, InvalidTimelineError, TableServiceError
+from tableservice.hudi.models import decode_instant_content
 from tableservice.hudi.table.config import TableConfig
 from tableservice.hudi.timeline.active import ActiveTimeline
 from tableservice.hudi.timeline.archive_lsm import (
@@ -139,6 +140,28 @@ def archived_completion_times(
     return lsm_completion_times(storage, folder, start=start, end=end)
 
 
+def _require_decodable(
+    active: ActiveTimeline, config: TableConfig, instant: Instant, contents: dict[State, bytes | None]
+) -> None:
+    """An instant is archived only when its completed metadata (and its plan) decode: the archive is where readers
+    find them once the active files are gone, so a damaged file is refused here rather than preserved."""
+    layout = config.layout_version
+    checks = [(State.COMPLETED, instant.completed_action(layout).value)]
+    if contents.get(State.REQUESTED):
+        checks.append((State.REQUESTED, instant.action.value))
+    for state, action in checks:
+        data = contents[state]
+        path = active.path_of(instant.with_state(state, instant.completion_time))
+        try:
+            decode_instant_content(data or b"", action=action, state=state, path=path)
+        except TableServiceError as e:
+            raise CorruptFileError(
+                f"{instant} is not archived: its {state.name.lower()} file does not decode ({e.problem})",
+                table=config.name,
+                path=path,
+            ) from e
+
+
 def read_archive_sources(
     storage: Storage, base_path: str, config: TableConfig, instants: Iterable[Instant]
 ) -> list[ArchiveSource]:
@@ -165,6 +188,7 @@ def read_archive_sources(
         if completed is None:
             path = active.path_of(instant)
             raise FileMissingError(f"completed file of {instant} does not exist", table=config.name, path=path)
+        _require_decodable(active, config, instant, contents)
         out.append(
             ArchiveSource(
                 instant=instant,
