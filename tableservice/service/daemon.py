@@ -23,7 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from tableservice import __version__
-from tableservice.config import DaemonConfig, TableEntry, load_config
+from tableservice.config import DaemonConfig, HttpSettings, TableEntry, load_config
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError, RetryableError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
@@ -88,9 +88,9 @@ class LockProviders:
         self._by_settings.clear()
 
 
-def status_token(config: DaemonConfig) -> str | None:
+def status_token(settings: HttpSettings) -> str | None:
     """The bearer token /status requires, read from `service.http.status_token_file`; None when not set."""
-    path = config.service.http.status_token_file
+    path = settings.status_token_file
     if path is None:
         return None
     key = "service.http.status_token_file"
@@ -214,7 +214,7 @@ class Daemon:
 
     async def run(self) -> int:
         http = self.config.service.http
-        token = status_token(self.config)
+        token = status_token(http)
         self.metrics.set_up(True)
         self.health.add_readiness_check("spark", lambda: self._spark_up)
         try:
