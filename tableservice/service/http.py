@@ -11,12 +11,12 @@ The server answers GET and HEAD, one request per connection (`Connection: close`
 Nothing a client holds open makes a probe wait, and the open sockets stay bounded:
 
 - At most `max_connections` connections are open at once. A connection arriving at the limit is neither refused
-  nor parked: the server closes the idlest open connection (without a response) and serves the new one. Idlest
-  first means connections still waiting for their request head before those that sent one, and among them the
-  one whose last progress (a byte received or sent; the accept for a silent one) is oldest. A connection whose
-  route handler is running is never closed. Probes and scrapers send their request as soon as they connect,
-  so a crowd of idle or trickling connections only pushes out its own members. Closing is logged as a
-  warning at most once a minute, with how many were closed since the last report.
+  nor parked: the server closes the idlest open connection (without a response) and serves the new one. The
+  idlest is the one whose last progress (a byte of the request received, a piece of the response sent; the
+  accept for a silent one) is oldest; a connection whose route handler is running is never closed. Probes and
+  scrapers send their request as soon as they connect and are answered at once, so they are always among the
+  freshest: a crowd of idle or trickling connections only pushes out its own members. Closing is logged as
+  a warning at most once a minute, with how many were closed since the last report.
 - A client gets `first_byte_timeout_seconds` after connecting to send the first byte of its request, and
   `read_timeout_seconds` in all for its request head of at most `max_head_bytes`: silent clients are closed,
   slow ones get 408, oversized heads 431, garbled ones 400 (or 505 for another HTTP version).
@@ -195,14 +195,13 @@ class _Connection:
         self.stream = stream
         self.scope = anyio.CancelScope()
         self.progress = time.monotonic()
-        self.has_request = False
         self.handling = False
         self.shed = False
         self.closed = anyio.Event()
 
-    def idleness(self) -> tuple[bool, float]:
-        """Sorts the connection to close first first."""
-        return self.has_request, self.progress
+    def idleness(self) -> float:
+        """The connection with the smallest value is closed first."""
+        return self.progress
 
     def peer(self) -> str:
         try:
@@ -315,7 +314,6 @@ class _Server:
         received = await self._receive_request(connection)
         if received is None:
             return
-        connection.has_request = True
         if isinstance(received, Response):
             await self._respond(connection, received, head_only=False)
             return
