@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-CONTEXT_FIELDS = ("table", "instant", "action")
+CONTEXT_FIELDS = ("table", "instant", "action", "address")
 _SECRET = re.compile(r"(?i)(secret|password|token|credential|aws_secret_access_key)(\s*[=:]\s*)([^\s,;]+)")
 
 

@@ -50,10 +50,14 @@ class RetrySettings(_Section):
 
 
 class HttpSettings(_Section):
-    """The HTTP endpoint for /metrics (Prometheus) and health checks."""
+    """The HTTP endpoint for /metrics (Prometheus), health checks and /status."""
 
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=9464, ge=0, le=65535)
+    max_connections: int = Field(default=64, ge=1, le=4096)
+    """Connections open at once; one more closes the idlest open connection (probes are never kept waiting)."""
+    status_token_file: str | None = Field(default=None, min_length=1)
+    """A file holding a bearer token that /status (every route but /healthz, /readyz, /metrics) requires."""
 
 
 class LogSettings(_Section):

@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from tableservice import __version__
-from tableservice.config import DaemonConfig, TableEntry, load_config
+from tableservice.config import DaemonConfig, HttpSettings, TableEntry, load_config
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError, RetryableError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
@@ -30,7 +31,7 @@ from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
 from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy
 from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.metrics import Metrics, new_metrics
-from tableservice.service.http import HealthState, serve_http, service_routes
+from tableservice.service.http import ConnectionStats, HealthState, HttpLimits, serve_http, service_routes
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.scheduler import PriorityCapacity
@@ -85,6 +86,22 @@ class LockProviders:
             except Exception as e:  # the others must still be released
                 log.error("could not close lock provider %s: %s", provider.name, e)
         self._by_settings.clear()
+
+
+def status_token(settings: HttpSettings) -> str | None:
+    """The bearer token /status requires, read from `service.http.status_token_file`; None when not set."""
+    path = settings.status_token_file
+    if path is None:
+        return None
+    key = "service.http.status_token_file"
+    try:
+        with open(path, encoding="ascii") as file:
+            token = file.read(4097).strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{key}: cannot read the bearer token from {path}: {e}") from e
+    if not token or len(token) > 4096 or any(c.isspace() or not c.isprintable() for c in token):
+        raise ConfigError(f"{key}: {path} must hold one bearer token (1 to 4096 printable characters, no spaces)")
+    return token
 
 
 def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
@@ -174,6 +191,7 @@ class Daemon:
         self._spark_up = False
         self._config_mtime = _mtime(config_path)
         self.http_port: int | None = None
+        self.http_stats = ConnectionStats()
 
     @property
     def stopping(self) -> bool:
@@ -195,14 +213,26 @@ class Daemon:
     # --- main loop ---------------------------------------------------------------------------------
 
     async def run(self) -> int:
+        http = self.config.service.http
+        token = status_token(http)
         self.metrics.set_up(True)
         self.health.add_readiness_check("spark", lambda: self._spark_up)
         try:
             async with anyio.create_task_group() as tg:
-                http = self.config.service.http
                 routes = service_routes(metrics=self.metrics, health=self.health, status=self.status)
-                self.http_port = await tg.start(serve_http, http.host, http.port, routes)
-                log.info("serving /metrics, /healthz, /readyz and /status on %s:%s", http.host, self.http_port)
+                serve = partial(
+                    serve_http,
+                    limits=HttpLimits(max_connections=http.max_connections),
+                    bearer_token=token,
+                    stats=self.http_stats,
+                )
+                self.http_port = await tg.start(serve, http.host, http.port, routes)
+                log.info(
+                    "serving /metrics, /healthz, /readyz and /status%s on %s:%s",
+                    " (with the bearer token)" if token else "",
+                    http.host,
+                    self.http_port,
+                )
                 tg.start_soon(self._signals, tg)
                 tg.start_soon(self._heartbeat)
                 await self._start_spark()

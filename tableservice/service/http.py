@@ -3,12 +3,30 @@
     /metrics   the Prometheus registry (classic text format, or OpenMetrics when the Accept header asks)
     /healthz   200 while the service loop's heartbeat is fresh, 503 once it is older than a threshold
     /readyz    200 when the service says it is ready (config loaded, Spark up...), 503 with a reason otherwise
-    /status    JSON from a callable the service provides
+    /status    JSON from a callable the service provides (table state); needs the bearer token when one is set
 
 The server answers GET and HEAD, one request per connection (`Connection: close`), 404 for unknown paths and
-405 for other methods on known ones. A client gets `read_timeout_seconds` to send its request head of at most
-`max_head_bytes`; slow, silent, oversized or garbled requests are answered 408, 431 or 400, or simply closed,
-and never disturb other connections.
+405 for other methods on known ones.
+
+Nothing a client holds open makes a probe wait, and the open sockets stay bounded:
+
+- At most `max_connections` connections are open at once. A connection arriving at the limit is neither refused
+  nor parked: the server closes the idlest open connection (without a response) and serves the new one. The
+  idlest is the one whose last progress (a byte of the request received, a piece of the response sent; the
+  accept for a silent one) is oldest; a connection whose route handler is running is never closed. Probes and
+  scrapers send their request as soon as they connect and are answered at once, so they are always among the
+  freshest: a crowd of idle or trickling connections only pushes out its own members. Closing is logged as
+  a warning at most once a minute, with how many were closed since the last report.
+- A client gets `first_byte_timeout_seconds` after connecting to send the first byte of its request, and
+  `read_timeout_seconds` in all for its request head of at most `max_head_bytes`: silent clients are closed,
+  slow ones get 408, oversized heads 431, garbled ones 400 (or 505 for another HTTP version).
+- A client gets `write_timeout_seconds` to take the response; then the server half-closes, drains what the
+  client still sends for at most `linger_seconds` and closes.
+
+Bearer token: with `bearer_token` set, every route but the open ones (`OPEN_PATHS`: /healthz, /readyz,
+/metrics) needs `Authorization: Bearer <token>`, compared in constant time; without it the answer is 401.
+Probes and metrics never need it. Without a token, `serve_http` logs a warning when it listens on an address
+other than loopback while it serves such routes (/status exposes the tables' state).
 
 `serve_http` runs until its cancel scope is cancelled, inside the caller's task group:
 
@@ -20,27 +38,32 @@ and never disturb other connections.
 
 from __future__ import annotations
 
-import email.utils
-import http
-import json
+import hashlib
+import hmac
+import ipaddress
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 
 import anyio
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup, TaskStatus
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from tableservice.metrics import Metrics
+from tableservice.service.health import HealthState, one_line
+from tableservice.service.http_wire import Request, Response, encode, parse_head
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "OPEN_PATHS",
+    "ConnectionStats",
     "Handler",
     "HealthState",
     "HttpLimits",
     "Request",
     "Response",
+    "log_exposure",
     "serve_http",
     "service_routes",
 ]
@@ -48,41 +71,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ALLOWED_METHODS = ("GET", "HEAD")
-_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_MAX_REASON_CHARS = 300
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+"""Paths served without the bearer token: the probes and the Prometheus scrape."""
+
 _MAX_LINGER_BYTES = 1 << 20
-
-
-@dataclass(frozen=True)
-class Request:
-    """A parsed request head. Header names are lower-case; repeated headers are joined with ", "."""
-
-    method: str
-    path: str
-    query: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Response:
-    status: int
-    body: bytes = b""
-    content_type: str = "text/plain; charset=utf-8"
-    headers: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def text(cls, status: int, text: str, *, headers: tuple[tuple[str, str], ...] = ()) -> Response:
-        """A plain-text response; a final newline is added when missing."""
-        if not text.endswith("\n"):
-            text += "\n"
-        return cls(status, text.encode("utf-8"), headers=headers)
-
-    @classmethod
-    def json(cls, status: int, value: object) -> Response:
-        """`value` as JSON; values JSON does not know (datetimes, paths...) are written as strings."""
-        body = json.dumps(value, default=str, ensure_ascii=False).encode("utf-8") + b"\n"
-        return cls(status, body, content_type="application/json")
-
+_SEND_CHUNK = 64 * 1024
+_SHED_REPORT_SECONDS = 60.0
+_END_OF_HEAD = b"\r\n\r\n"
 
 Handler = Callable[[Request], Awaitable[Response]]
 """A route: called for GET (and HEAD, whose body the server drops) on its path."""
@@ -92,87 +87,38 @@ Handler = Callable[[Request], Awaitable[Response]]
 class HttpLimits:
     read_timeout_seconds: float = 10.0
     """Time a client gets to send its whole request head."""
+    first_byte_timeout_seconds: float = 3.0
+    """Time a client gets after connecting to send the first byte of its request; a silent one is closed."""
     write_timeout_seconds: float = 30.0
     """Time a client gets to take the whole response."""
     max_head_bytes: int = 16 * 1024
     """Largest request head (request line and headers) accepted; larger ones get 431."""
     max_connections: int = 64
-    """Connections served at once; further ones get 503 straight away."""
+    """Connections open at once; one more closes the idlest open connection."""
     linger_seconds: float = 1.0
     """After the response, how long to drain what the client still sends before closing."""
+
+    def __post_init__(self) -> None:
+        if self.max_connections < 1 or self.max_head_bytes < 1:
+            raise ValueError(f"max_connections and max_head_bytes must be positive: {self}")
+        if min(self.read_timeout_seconds, self.first_byte_timeout_seconds, self.write_timeout_seconds) <= 0:
+            raise ValueError(f"HTTP timeouts must be positive: {self}")
 
 
 DEFAULT_LIMITS = HttpLimits()
 
 
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _MAX_REASON_CHARS else flat[: _MAX_REASON_CHARS - 3] + "..."
+@dataclass
+class ConnectionStats:
+    """What one server has done with connections, kept up to date while it runs."""
 
-
-class HealthState:
-    """What /healthz and /readyz report, updated by the service.
-
-    Liveness: the service loop calls `beat()` on every turn; the daemon is alive while the last beat is at
-    most `stale_after_seconds` old. Construction counts as a beat, so start-up has one threshold of grace.
-
-    Readiness: `set_ready(True)` once the configuration is loaded, plus optional named checks (cheap,
-    non-blocking callables such as "is the Spark session up"); every one must hold. Starts not ready.
-    """
-
-    def __init__(self, *, stale_after_seconds: float = 60.0, clock: Callable[[], float] | None = None) -> None:
-        """`clock` is a monotonic clock in seconds (default: time.monotonic)."""
-        if not stale_after_seconds > 0:
-            raise ValueError(f"stale_after_seconds must be positive, got {stale_after_seconds!r}")
-        self._clock = clock if clock is not None else time.monotonic
-        self._stale_after = float(stale_after_seconds)
-        self._last_beat = self._clock()
-        self._ready = False
-        self._not_ready_reason = "starting"
-        self._checks: dict[str, Callable[[], bool]] = {}
-
-    @property
-    def stale_after_seconds(self) -> float:
-        return self._stale_after
-
-    def beat(self) -> None:
-        """The service loop is alive."""
-        self._last_beat = self._clock()
-
-    def seconds_since_beat(self) -> float:
-        return max(0.0, self._clock() - self._last_beat)
-
-    def liveness(self) -> tuple[bool, str]:
-        """(alive, one-line explanation)."""
-        age = self.seconds_since_beat()
-        if age <= self._stale_after:
-            return True, f"ok: last heartbeat {age:.1f}s ago"
-        return False, f"stale: last heartbeat {age:.1f}s ago (threshold {self._stale_after:g}s)"
-
-    def set_ready(self, ready: bool, reason: str = "") -> None:
-        """Whether the service is ready; `reason` says why not (e.g. "config not loaded", "shutting down")."""
-        self._ready = ready
-        self._not_ready_reason = _one_line(reason) or "not ready"
-
-    def add_readiness_check(self, name: str, check: Callable[[], bool]) -> None:
-        """Also require `check()` to be true (replaces a check of the same name); it must not block."""
-        self._checks[name] = check
-
-    def remove_readiness_check(self, name: str) -> None:
-        self._checks.pop(name, None)
-
-    def readiness(self) -> tuple[bool, str]:
-        """(ready, one-line explanation)."""
-        if not self._ready:
-            return False, f"not ready: {self._not_ready_reason}"
-        for name, check in list(self._checks.items()):
-            try:
-                ok = check()
-            except Exception as exc:
-                return False, _one_line(f"not ready: {name} check failed: {type(exc).__name__}: {exc}")
-            if not ok:
-                return False, f"not ready: {name}"
-        return True, "ready"
+    open: int = 0
+    """Connections open now."""
+    peak_open: int = 0
+    """Most connections open at once."""
+    accepted: int = 0
+    shed: int = 0
+    """Connections closed to make room for a new one."""
 
 
 def service_routes(
@@ -207,155 +153,254 @@ def service_routes(
     return routes
 
 
+def log_exposure(addresses: Iterable[tuple[str, int]], protected_paths: Collection[str], *, has_token: bool) -> bool:
+    """Warn when a listening address is not loopback, no bearer token is set and routes beyond the open
+    ones are served. Returns whether it warned."""
+    exposed = [(host, port) for host, port in addresses if not ipaddress.ip_address(host.split("%")[0]).is_loopback]
+    if has_token or not exposed or not protected_paths:
+        return False
+    where = ", ".join(_address(host, port) for host, port in exposed)
+    log.warning(
+        "HTTP endpoints listen beyond loopback on %s without a bearer token: %s open to anyone who can reach the "
+        "port; set service.http.status_token_file to require one",
+        where,
+        ", ".join(sorted(protected_paths)),
+        extra={"address": where},
+    )
+    return True
+
+
 # --- the server ------------------------------------------------------------------------------------
-
-
-def _parse_head(head: bytes) -> Request | Response:
-    """The request in `head` (everything before the blank line), or the error response it deserves."""
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        return Response.text(400, "malformed request line")
-    method, target, version = parts
-    if not method or not set(method) <= _TOKEN_CHARS:
-        return Response.text(400, "malformed method")
-    if not version.startswith("HTTP/"):
-        return Response.text(400, "malformed protocol version")
-    if not version.startswith("HTTP/1."):
-        return Response.text(505, f"HTTP version not supported: {version}")
-    if not target.isascii() or not target.isprintable():
-        return Response.text(400, "malformed request target")
-    if target.startswith(("http://", "https://")):  # absolute form: keep the path
-        slash = target.find("/", target.index("//") + 2)
-        target = target[slash:] if slash >= 0 else "/"
-    if not target.startswith("/"):
-        return Response.text(400, "malformed request target")
-    path, _, query = target.partition("?")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or not set(name) <= _TOKEN_CHARS:
-            return Response.text(400, "malformed header line")
-        key = name.lower()
-        value = value.strip(" \t")
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return Request(method=method, path=path, query=query, headers=headers)
-
-
-def _encode(response: Response, *, head_only: bool) -> bytes:
-    try:
-        phrase = http.HTTPStatus(response.status).phrase
-    except ValueError:
-        phrase = ""
-    lines = [
-        f"HTTP/1.1 {response.status} {phrase}",
-        f"Date: {email.utils.formatdate(usegmt=True)}",
-        f"Content-Type: {response.content_type}",
-        f"Content-Length: {len(response.body)}",
-        "Cache-Control: no-store",
-        "X-Content-Type-Options: nosniff",
-        "Connection: close",
-        *(f"{name}: {value}" for name, value in response.headers),
-    ]
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head if head_only else head + response.body
 
 
 _CLIENT_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
 
 
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _valid_token(token: str) -> bool:
+    return bool(token) and token.isascii() and token.isprintable() and not any(c.isspace() for c in token)
+
+
+def _digest(secret: bytes) -> bytes:
+    return hashlib.sha256(secret).digest()
+
+
+class _Connection:
+    """One accepted connection and what shedding needs to know about it."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self.scope = anyio.CancelScope()
+        self.progress = time.monotonic()
+        self.handling = False
+        self.shed = False
+        self.closed = anyio.Event()
+
+    def idleness(self) -> float:
+        """The connection with the smallest value is closed first."""
+        return self.progress
+
+    def peer(self) -> str:
+        try:
+            remote = self.stream.extra(SocketAttribute.remote_address)
+        except (anyio.TypedAttributeLookupError, OSError):
+            return "?"
+        return _address(str(remote[0]), int(remote[1])) if isinstance(remote, tuple) else str(remote)
+
+
 class _Server:
-    def __init__(self, routes: Mapping[str, Handler], limits: HttpLimits) -> None:
+    def __init__(
+        self,
+        routes: Mapping[str, Handler],
+        limits: HttpLimits,
+        *,
+        bearer_token: str | None,
+        open_paths: Collection[str],
+        stats: ConnectionStats,
+    ) -> None:
         for path in routes:
             if not path.startswith("/"):
                 raise ValueError(f"route paths must start with '/', got {path!r}")
+        if bearer_token is not None and not _valid_token(bearer_token):
+            raise ValueError("the bearer token must be non-empty ASCII without whitespace")
         self._routes = dict(routes)
         self._limits = limits
-        self._active = 0
+        self._token_digest = None if bearer_token is None else _digest(bearer_token.encode("ascii"))
+        self._open_paths = frozenset(open_paths)
+        self.stats = stats
+        self.address = ""
+        self._open: set[_Connection] = set()
+        self._room = anyio.Event()
+        self._shed_unreported = 0
+        self._shed_reported_at = -math.inf
+
+    @property
+    def protected_paths(self) -> list[str]:
+        return sorted(set(self._routes) - self._open_paths)
 
     async def accept_loop(self, listener: SocketListener, task_group: TaskGroup) -> None:
         while True:
             try:
                 stream = await listener.accept()
             except OSError as exc:  # e.g. out of file descriptors: keep serving once some are free
-                log.warning("HTTP endpoints: accept failed: %s", exc)
+                log.warning("HTTP endpoints: accept failed: %s", exc, extra={"address": self.address})
                 await anyio.sleep(0.1)
                 continue
-            task_group.start_soon(self.connection, stream)
-
-    async def connection(self, stream: SocketStream) -> None:
-        try:
-            if self._active >= self._limits.max_connections:
-                await self._respond(stream, Response.text(503, "too many connections"), head_only=False)
-                return
-            self._active += 1
+            self.stats.accepted += 1
             try:
-                await self._exchange(stream)
-            finally:
-                self._active -= 1
+                await self._make_room()
+            except BaseException:
+                await anyio.aclose_forcefully(stream)
+                raise
+            # No checkpoint between the room check and the registration: the limit holds across listeners.
+            connection = _Connection(stream)
+            self._open.add(connection)
+            self.stats.open = len(self._open)
+            self.stats.peak_open = max(self.stats.peak_open, self.stats.open)
+            task_group.start_soon(self._serve, connection)
+
+    async def _make_room(self) -> None:
+        """Returns once fewer than `max_connections` are open, closing the idlest ones to get there."""
+        while len(self._open) >= self._limits.max_connections:
+            candidates = (c for c in self._open if not c.handling and not c.shed)
+            victim = min(candidates, key=_Connection.idleness, default=None)
+            if victim is None:  # every one is running its handler or being closed already
+                await self._room.wait()
+                continue
+            victim.shed = True
+            victim.scope.cancel()
+            self._report_shed(victim)
+            await victim.closed.wait()
+
+    def _report_shed(self, victim: _Connection) -> None:
+        self.stats.shed += 1
+        self._shed_unreported += 1
+        now = time.monotonic()
+        if now - self._shed_reported_at < _SHED_REPORT_SECONDS:
+            return
+        log.warning(
+            "HTTP endpoints at their limit of %d open connections: closed %d idle or slow ones since the last "
+            "report, the idlest first (the latest from %s)",
+            self._limits.max_connections,
+            self._shed_unreported,
+            victim.peer(),
+            extra={"address": self.address},
+        )
+        self._shed_unreported = 0
+        self._shed_reported_at = now
+
+    async def _serve(self, connection: _Connection) -> None:
+        try:
+            with connection.scope:
+                await self._exchange(connection)
         except _CLIENT_GONE as exc:
             log.debug("HTTP endpoints: client went away: %r", exc)
         except Exception:
-            log.exception("HTTP endpoints: unexpected error on a connection")
+            log.exception("HTTP endpoints: unexpected error on a connection", extra={"address": self.address})
         finally:
-            await anyio.aclose_forcefully(stream)
+            try:
+                await anyio.aclose_forcefully(connection.stream)
+            finally:
+                self._open.discard(connection)
+                self.stats.open = len(self._open)
+                connection.closed.set()
+                self._room.set()
+                self._room = anyio.Event()
 
-    async def _exchange(self, stream: SocketStream) -> None:
-        received = await self._receive_request(stream)
+    async def _exchange(self, connection: _Connection) -> None:
+        received = await self._receive_request(connection)
         if received is None:
             return
         if isinstance(received, Response):
-            await self._respond(stream, received, head_only=False)
+            await self._respond(connection, received, head_only=False)
             return
-        response = await self._dispatch(received)
-        await self._respond(stream, response, head_only=received.method == "HEAD")
+        connection.handling = True
+        try:
+            response = await self._dispatch(received)
+        finally:
+            connection.handling = False
+        connection.progress = time.monotonic()
+        await self._respond(connection, response, head_only=received.method == "HEAD")
 
-    async def _receive_request(self, stream: SocketStream) -> Request | Response | None:
-        """The request, an error response for a bad one, or None when the client sent nothing and left."""
-        buffered = BufferedByteReceiveStream(stream)
-        too_large = Response.text(431, f"request head larger than {self._limits.max_head_bytes} bytes")
-        with anyio.move_on_after(self._limits.read_timeout_seconds):
-            try:
-                head = await buffered.receive_until(b"\r\n\r\n", self._limits.max_head_bytes)
-            except anyio.DelimiterNotFound:
-                return too_large
-            except anyio.IncompleteRead:
+    async def _receive_request(self, connection: _Connection) -> Request | Response | None:
+        """The request, an error response for a bad one, or None when the client sent nothing and left or
+        stayed silent past the first-byte deadline."""
+        limits = self._limits
+        too_large = Response.text(431, f"request head larger than {limits.max_head_bytes} bytes")
+        head = bytearray()
+        with anyio.move_on_after(limits.read_timeout_seconds):
+            with anyio.move_on_after(limits.first_byte_timeout_seconds):
+                if not await self._receive_more(connection, head):
+                    return None
+            if not head:
                 return None
-            # One receive may bring in more than the limit, delimiter included.
-            return too_large if len(head) + 4 > self._limits.max_head_bytes else _parse_head(head)
-        if buffered.buffer:
-            return Response.text(408, "request head not received in time")
-        return None
+            scanned = 0
+            while (end := head.find(_END_OF_HEAD, max(0, scanned - 3))) < 0:
+                if len(head) >= limits.max_head_bytes:
+                    return too_large
+                scanned = len(head)
+                if not await self._receive_more(connection, head):
+                    return None
+            return too_large if end + len(_END_OF_HEAD) > limits.max_head_bytes else parse_head(bytes(head[:end]))
+        return Response.text(408, "request head not received in time") if head else None
+
+    @staticmethod
+    async def _receive_more(connection: _Connection, head: bytearray) -> bool:
+        """Appends what the client sends next; False when it has closed its side."""
+        try:
+            head += await connection.stream.receive()
+        except anyio.EndOfStream:
+            return False
+        connection.progress = time.monotonic()
+        return True
+
+    def _authorised(self, request: Request) -> bool:
+        if self._token_digest is None or request.path in self._open_paths:
+            return True
+        scheme, _, credentials = request.headers.get("authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        # Header values were decoded as latin-1: encoding back gives the bytes the client sent.
+        return hmac.compare_digest(_digest(credentials.strip().encode("latin-1")), self._token_digest)
 
     async def _dispatch(self, request: Request) -> Response:
         handler = self._routes.get(request.path)
         if handler is None:
-            return Response.text(404, f"not found: {_one_line(request.path)}")
+            return Response.text(404, f"not found: {one_line(request.path)}")
+        if not self._authorised(request):
+            challenge = ("WWW-Authenticate", 'Bearer realm="tableservice"')
+            return Response.text(401, f"{request.path} needs a bearer token", headers=(challenge,))
         if request.method not in ALLOWED_METHODS:
             allow = ", ".join(ALLOWED_METHODS)
             return Response.text(405, f"method not allowed: {request.method}", headers=(("Allow", allow),))
         try:
             return await handler(request)
         except Exception as exc:
-            log.exception("HTTP endpoints: handler for %s failed", request.path)
-            return Response.text(500, _one_line(f"internal error: {type(exc).__name__}: {exc}"))
+            log.exception("HTTP endpoints: handler for %s failed", request.path, extra={"address": self.address})
+            return Response.text(500, one_line(f"internal error: {type(exc).__name__}: {exc}"))
 
-    async def _respond(self, stream: SocketStream, response: Response, *, head_only: bool) -> None:
+    async def _respond(self, connection: _Connection, response: Response, *, head_only: bool) -> None:
+        data = encode(response, head_only=head_only)
         with anyio.move_on_after(self._limits.write_timeout_seconds) as scope:
-            await stream.send(_encode(response, head_only=head_only))
+            for start in range(0, len(data), _SEND_CHUNK):
+                await connection.stream.send(data[start : start + _SEND_CHUNK])
+                connection.progress = time.monotonic()
         if scope.cancelled_caught:
             return
         # Half-close, then drain what the client still sends, so that closing does not reset the connection
         # (and destroy the response in flight) when a request body or a second request is still unread.
         try:
-            await stream.send_eof()
+            await connection.stream.send_eof()
         except _CLIENT_GONE:
             return
         with anyio.move_on_after(self._limits.linger_seconds):
             drained = 0
             while drained < _MAX_LINGER_BYTES:
                 try:
-                    drained += len(await stream.receive())
+                    drained += len(await connection.stream.receive())
                 except _CLIENT_GONE:
                     return
 
@@ -366,14 +411,24 @@ async def serve_http(
     routes: Mapping[str, Handler],
     *,
     limits: HttpLimits = DEFAULT_LIMITS,
+    bearer_token: str | None = None,
+    open_paths: Collection[str] = OPEN_PATHS,
+    stats: ConnectionStats | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `routes` on `host`:`port` until cancelled; reports the bound port through `task_status`.
 
-    `port` 0 binds a free port (the same on every address `host` resolves to). Raises OSError when the
-    address cannot be bound.
+    `port` 0 binds a free port (the same on every address `host` resolves to). With `bearer_token`, routes
+    outside `open_paths` need it. `stats`, when given, is kept up to date. Raises OSError when the address
+    cannot be bound.
     """
-    server = _Server(routes, limits)
+    server = _Server(
+        routes,
+        limits,
+        bearer_token=bearer_token,
+        open_paths=open_paths,
+        stats=ConnectionStats() if stats is None else stats,
+    )
     multi = await anyio.create_tcp_listener(local_host=host, local_port=port)
     async with multi:
         listeners: list[SocketListener] = []
@@ -382,9 +437,18 @@ async def serve_http(
                 raise TypeError(f"unexpected listener type {type(listener).__name__}")
             listeners.append(listener)
         bound_port = listeners[0].extra(SocketAttribute.local_port)
-        addresses = ", ".join(str(listener.extra(SocketAttribute.local_address)) for listener in listeners)
+        bound = [listener.extra(SocketAttribute.local_address) for listener in listeners]
+        addresses = [(str(a[0]), int(a[1])) for a in bound if isinstance(a, tuple)]
+        server.address = ", ".join(_address(h, p) for h, p in addresses)
         async with anyio.create_task_group() as task_group:
             for listener in listeners:
                 task_group.start_soon(server.accept_loop, listener, task_group)
-            log.info("HTTP endpoints listening on %s", addresses)
+            log.info(
+                "HTTP endpoints listening on %s (at most %d connections; %s)",
+                server.address,
+                limits.max_connections,
+                "bearer token required beyond probes and metrics" if bearer_token else "no bearer token",
+                extra={"address": server.address},
+            )
+            log_exposure(addresses, server.protected_paths, has_token=bearer_token is not None)
             task_status.started(bound_port)

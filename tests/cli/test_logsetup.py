@@ -28,6 +28,12 @@ def test_text_lines_carry_context() -> None:
     assert line.endswith("[table=trips instant=1]")
 
 
+def test_http_lines_carry_the_listening_address() -> None:
+    record = _record("HTTP endpoints listening", address="0.0.0.0:9464")
+    assert TextFormatter().format(record).endswith("HTTP endpoints listening [address=0.0.0.0:9464]")
+    assert json.loads(JsonFormatter().format(record))["address"] == "0.0.0.0:9464"
+
+
 @pytest.mark.parametrize("text", ["aws_secret_access_key=AKIAXYZ", "password: hunter2", "token=abc.def"])
 def test_secrets_are_masked(text: str) -> None:
     masked = redact(f"connecting with {text} now")

@@ -49,6 +49,7 @@ DYNAMODB_VALUES: dict[str, Any] = {
     "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": IRSA_ROLE}},
     "extraEnvFrom": [{"configMapRef": {"name": "aws-settings"}}, {"secretRef": {"name": "extra", "optional": True}}],
     "extraEnv": [{"name": "AWS_REGION", "value": "eu-west-1"}],
+    "http": {"statusTokenSecret": {"name": "tableservice-status", "key": "bearer"}},
     "config": {
         "locks": {
             "hoodie.write.lock.provider": "dynamodb",
@@ -204,6 +205,8 @@ def test_values_schema_is_valid_json_schema_and_accepts_the_defaults() -> None:
         ({"replicaCount": 2}, "replicaCount"),
         ({"spark": {"kubernetes": {"enabled": "yes"}}}, "enabled"),
         ({"http": {"port": 70000}}, "port"),
+        ({"http": {"statusTokenSecret": {"name": "s", "key": ""}}}, "key"),
+        ({"http": {"statusTokenSecret": {"name": "s", "token": "inline"}}}, "token"),
         ({"securityContext": {"runAsUser": 0, "runAsGroup": 10001, "fsGroup": 10001}}, "runAsUser"),
         ({"extraEnvFrom": [{"secretRef": {"name": "aws", "stringData": {"k": "v"}}}]}, "extraEnvFrom"),
         ({"config": "service: {}"}, "config"),
@@ -378,6 +381,31 @@ def test_irsa_annotation_and_secrets_by_reference() -> None:
     assert by_kind(objects, "Secret") == []
     config = yaml.safe_load(rendered_config(objects))
     assert config["locks"]["hoodie.write.lock.dynamodb.table"] == "hudi-locks"
+
+
+def test_status_token_from_an_existing_secret(tmp_path: Path) -> None:
+    objects = render(DYNAMODB_VALUES)
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    mounts = {m["name"]: m for m in container(objects)["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["status-token"]["secret"] == {
+        "secretName": "tableservice-status",
+        "items": [{"key": "bearer", "path": "token"}],
+        "defaultMode": 0o440,
+    }
+    assert mounts["status-token"] == {
+        "name": "status-token",
+        "mountPath": "/var/run/tableservice/status-token",
+        "readOnly": True,
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(rendered_config(objects))
+    http = load_config(str(path), env={}).service.http
+    assert http.status_token_file == "/var/run/tableservice/status-token/token"
+    # Without the Secret: no volume, and the daemon is started without a token (and warns).
+    defaults = render({})
+    assert "status-token" not in {v["name"] for v in one(defaults, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert "status_token_file" not in yaml.safe_load(rendered_config(defaults))["service"]["http"]
 
 
 def test_existing_service_account() -> None:

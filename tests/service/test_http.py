@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import anyio
 import pytest
@@ -63,9 +64,10 @@ def make_daemon() -> tuple[Daemon, dict[str, Handler]]:
 
 
 @asynccontextmanager
-async def running(routes: Mapping[str, Handler], limits: HttpLimits = FAST) -> AsyncIterator[int]:
+async def running(routes: Mapping[str, Handler], limits: HttpLimits = FAST, **options: Any) -> AsyncIterator[int]:
+    """Serves `routes` on a free loopback port; `options` go to serve_http (bearer_token, stats...)."""
     async with anyio.create_task_group() as tg:
-        port: int = await tg.start(partial(serve_http, HOST, 0, routes, limits=limits))
+        port: int = await tg.start(partial(serve_http, HOST, 0, routes, limits=limits, **options))
         try:
             yield port
         finally:
@@ -298,22 +300,6 @@ async def test_silent_and_vanishing_clients() -> None:
             stream = await anyio.connect_tcp(HOST, port)
             await anyio.aclose_forcefully(stream)
         after = await get(port, "/healthz")
-    assert after.status == 200
-
-
-async def test_connection_limit() -> None:
-    _, routes = make_daemon()
-    limits = HttpLimits(read_timeout_seconds=2.0, linger_seconds=0.1, max_connections=1)
-    async with running(routes, limits) as port:
-        idle = await anyio.connect_tcp(HOST, port)
-        with anyio.move_on_after(10):  # until the server has taken the idle connection (a loaded machine is slow)
-            while (busy := await get(port, "/healthz")).status != 503:
-                await anyio.sleep(0.1)
-        await idle.aclose()
-        with anyio.move_on_after(10):  # until the server has seen it close
-            while (after := await get(port, "/healthz")).status != 200:
-                await anyio.sleep(0.1)
-    assert (busy.status, busy.body) == (503, b"too many connections\n")
     assert after.status == 200
 
 

@@ -51,7 +51,11 @@ variables (see the Deployment).
 */}}
 {{- define "tableservice.config" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) }}
-{{- $cfg = mergeOverwrite $cfg (dict "service" (dict "http" (dict "host" "0.0.0.0" "port" (int .Values.http.port)))) }}
+{{- $http := dict "host" "0.0.0.0" "port" (int .Values.http.port) }}
+{{- if .Values.http.statusTokenSecret.name }}
+{{- $_ := set $http "status_token_file" "/var/run/tableservice/status-token/token" }}
+{{- end }}
+{{- $cfg = mergeOverwrite $cfg (dict "service" (dict "http" $http)) }}
 {{- if .Values.spark.kubernetes.enabled }}
 {{- $conf := dict
     "spark.kubernetes.namespace" .Release.Namespace
