@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tableservice.errors import InvalidTableConfigError
+from tableservice.errors import DamagedInputError, InvalidTableConfigError
 from tableservice.hudi.action.indexing import (
     abort_indexing,
     drop_index,
@@ -185,3 +185,27 @@ def test_a_plan_written_by_hudi_is_executed_to_what_hudi_built(tmp_path: Path) -
     assert json.loads((meta / ".index_defs" / "index.json").read_text()) == json.loads(definitions)
     shutil.rmtree(Path(path) / ".hoodie" / "metadata" / partition)  # the index's files are what readers use
     assert partition_records(path, partition) == {}
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_an_index_is_not_built_over_damaged_committed_data(version: int, tmp_path: Path) -> None:
+    """A committed log file cut short: the indexing stops before anything is written (no metadata table, the plan
+    still requested), naming the file; repaired, the same plan runs and verifies."""
+    steps = list(Workload(200, 3, 0.3, 0.1, partitions=2, seed=4).steps())
+    path, _ = _table(tmp_path, version, steps, files=False)
+    instant = schedule_indexing(HudiTable.open(Storage(), path), ["record_index"])
+    assert instant is not None
+    log_file = sorted(Path(path).rglob(".*.log.*"))[-1]
+    original = log_file.read_bytes()
+    log_file.write_bytes(original[: len(original) // 2])
+    hoodie_before = sorted(str(p) for p in Path(path, ".hoodie").rglob("*"))
+    with pytest.raises(DamagedInputError) as info:
+        execute_indexing(HudiTable.open(Storage(), path), instant)
+    assert info.value.path is not None and info.value.path.endswith(log_file.name)
+    assert sorted(str(p) for p in Path(path, ".hoodie").rglob("*")) == hoodie_before
+    state = HudiTable.open(Storage(), path).timeline().get(instant.requested_time, Action.INDEXING)
+    assert state is not None and state.is_requested
+    log_file.write_bytes(original)
+    execute_indexing(HudiTable.open(Storage(), path), instant)
+    assert _diffs(path) == []
+    assert "record_index" in HudiTable.open(Storage(), path).config.metadata_partitions
