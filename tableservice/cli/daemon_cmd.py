@@ -15,7 +15,7 @@ import anyio
 
 from tableservice.cli.logsetup import configure_logging
 from tableservice.cli.operator import add_table_arguments, operator_table
-from tableservice.config import DaemonConfig, load_config
+from tableservice.config import DaemonConfig, load_config, resolve_named_tables
 from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.service.compaction import schedule_compaction
@@ -78,7 +78,7 @@ def _workers(config: DaemonConfig, executor: SparkExecutor) -> Iterator[list[Tab
                 executor,
                 storage_options=storage_options(config),
             )
-            for e in config.resolve_tables(storage)
+            for e in resolve_named_tables(config.resolve_tables(storage), storage)
         ]
     finally:
         locks.close()

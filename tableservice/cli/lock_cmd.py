@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from tableservice.config import load_config
+from tableservice.config import load_config, resolve_named_tables
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError
 from tableservice.hudi.table.hudi_table import HudiTable
@@ -34,10 +34,9 @@ def _resolve(config_path: str, name: str) -> tuple[LockSettings, HudiTable]:
     """The table's effective lock settings (with its overrides) and the table."""
     config = load_config(config_path)
     storage = Storage(storage_options(config))
-    for entry in config.resolve_tables(storage):
-        table = HudiTable.open(storage, entry.uri)
-        if name in (entry.name, table.name, entry.uri):
-            return config.effective_locks(entry), table
+    for entry in resolve_named_tables(config.resolve_tables(storage), storage):
+        if name in (entry.name, entry.uri):
+            return config.effective_locks(entry), HudiTable.open(storage, entry.uri)
     raise ConfigError(f"--table {name!r}: no configured or discovered table has that name")
 
 

@@ -189,7 +189,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             {"metadata_partition": d.metadata_partition, "partition": d.partition, "item": d.item, "problem": d.problem}
             for d in differences
         ]
-        json.dump({"table": table.name, "metadata_partitions": partitions, "differences": rows}, sys.stdout, indent=2)
+        json.dump({"table": table.label, "metadata_partitions": partitions, "differences": rows}, sys.stdout, indent=2)
         print()
     elif not partitions:
         print(f"{table.name}: no metadata table (hoodie.table.metadata.partitions is empty)")

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from tableservice.config.discovery import discover_tables, glob_regex
+from tableservice.config.identity import NameClash, hoodie_table_name, named_tables, resolve_named_tables
 from tableservice.config.load import (
     ENV_PREFIX,
     ConfigValidationError,
@@ -97,6 +98,7 @@ __all__ = [
     "LockKind",
     "LockSettings",
     "LogSettings",
+    "NameClash",
     "PolicySet",
     "PolicyValidator",
     "RetrySettings",
@@ -112,10 +114,13 @@ __all__ = [
     "find_secrets",
     "format_loc",
     "glob_regex",
+    "hoodie_table_name",
     "known_hudi_keys",
     "load_config",
     "merge_locks",
     "merge_policy",
+    "named_tables",
     "parse_config",
+    "resolve_named_tables",
     "set_policy_validator",
 ]

@@ -71,16 +71,16 @@ def pending_plan(
     timeline = table.reload()
     instant = timeline.get(instant_time)
     if instant is None or instant.is_completed:
-        raise InstantNotPendingError(f"no pending {what} at {instant_time}", table=table.name)
+        raise InstantNotPendingError(f"no pending {what} at {instant_time}", table=table.label)
     if not is_target(instant):
-        raise InvalidPlanError(f"instant {instant_time} is not a {what}", table=table.name)
+        raise InvalidPlanError(f"instant {instant_time} is not a {what}", table=table.label)
     if instant.state is State.INFLIGHT:
-        log.info("rolling back the previous attempt", extra={"table": table.name, "instant": instant_time})
+        log.info("rolling back the previous attempt", extra={"table": table.label, "instant": instant_time})
         rollback(table, instant, lock=ctx.lock_factory())
         timeline = table.reload()
         current = timeline.get(instant_time)
         if current is None or not current.is_requested:
-            raise InvalidPlanError(f"{what} {instant_time} is not requested after its rollback", table=table.name)
+            raise InvalidPlanError(f"{what} {instant_time} is not requested after its rollback", table=table.label)
         instant = current
     return instant, timeline
 
@@ -139,7 +139,7 @@ def run_plan(
         )
         removed = reconcile_attempt_files(ctx, inflight, stats, partitions)
         if removed:
-            log.info("removed %d files of failed task attempts", removed, extra={"table": table.name, "instant": t})
+            log.info("removed %d files of failed task attempts", removed, extra={"table": table.label, "instant": t})
         done, kept = complete(
             table,
             inflight,

@@ -67,7 +67,7 @@ def schedule_clustering(
     if not force:  # `force`: the caller found it due; the plan is made on the timeline re-read under the lock
         due, reason = clustering_due(table, table.reload(), policy)
         if not due:
-            log.debug("clustering not due: %s", reason, extra={"table": table.name})
+            log.debug("clustering not due: %s", reason, extra={"table": table.label})
             return None
     done = table.request(
         clustering_action(table.config.version),
@@ -82,7 +82,7 @@ def schedule_clustering(
     log.info(
         "scheduled clustering of %d groups",
         len(plan.input_groups or ()),
-        extra={"table": table.name, "instant": instant.requested_time},
+        extra={"table": table.label, "instant": instant.requested_time},
     )
     return instant
 
@@ -117,10 +117,10 @@ def _abandon(ctx: TableContext, instant_time: str, conflict: ConflictError) -> A
     log.warning(
         "clustering abandoned and its plan removed: %s",
         conflict.problem,
-        extra={"table": table.name, "instant": instant_time},
+        extra={"table": table.label, "instant": instant_time},
     )
     return ActionAbandonedError(
-        f"clustering {instant_time} abandoned (its plan was removed): {conflict.problem}", table=table.name
+        f"clustering {instant_time} abandoned (its plan was removed): {conflict.problem}", table=table.label
     )
 
 
@@ -176,7 +176,7 @@ def execute_clustering(
         len(groups),
         len(stats),
         seconds,
-        extra={"table": table.name, "instant": instant_time},
+        extra={"table": table.label, "instant": instant_time},
     )
     return ClusteringResult(done, tuple(stats), replaced_t, seconds)
 

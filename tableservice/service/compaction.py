@@ -65,7 +65,7 @@ class CompactionResult:
 
 def check_supported(table: HudiTable) -> None:
     if not table.config.is_mor:
-        raise UnsupportedTableError("compaction applies to merge-on-read tables only", table=table.name)
+        raise UnsupportedTableError("compaction applies to merge-on-read tables only", table=table.label)
 
 
 # --- scheduling ------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def schedule_compaction(
         table.reload()
         decision = compaction_decision(ctx, policy)
         if not decision.due:
-            log.debug("compaction not due: %s", decision.reason, extra={"table": table.name})
+            log.debug("compaction not due: %s", decision.reason, extra={"table": table.label})
             return None
     done = table.request(
         Action.COMPACTION,
@@ -103,7 +103,7 @@ def schedule_compaction(
     log.info(
         "scheduled compaction with %d operations",
         len(plan.operations or ()),
-        extra={"table": table.name, "instant": instant.requested_time},
+        extra={"table": table.label, "instant": instant.requested_time},
     )
     return instant
 
@@ -161,7 +161,7 @@ def execute_compaction(
         "completed compaction of %d file groups in %.1fs",
         len(stats),
         seconds,
-        extra={"table": table.name, "instant": instant_time},
+        extra={"table": table.label, "instant": instant_time},
     )
     return CompactionResult(done, tuple(stats), seconds)
 

@@ -23,7 +23,15 @@ import anyio
 from anyio.abc import TaskGroup
 
 from tableservice import __version__
-from tableservice.config import DaemonConfig, HttpSettings, TableEntry, load_config
+from tableservice.config import (
+    DaemonConfig,
+    HttpSettings,
+    NameClash,
+    TableEntry,
+    hoodie_table_name,
+    load_config,
+    named_tables,
+)
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError, RetryableError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
@@ -215,6 +223,15 @@ class Daemon:
     async def run(self) -> int:
         http = self.config.service.http
         token = status_token(http)
+        # Every table's one name, before anything starts: two tables with one name are a configuration error.
+        named: list[TableEntry] | None = None
+        try:
+            named, clashes = await anyio.to_thread.run_sync(self._named_entries, self.config)
+        except TableServiceError as e:  # storage unreachable: served from the first rescan that finds them
+            log.error("finding the tables failed at start: %s", e)
+            clashes = []
+        if clashes:
+            raise ConfigError("; ".join(str(c) for c in clashes))
         self.metrics.set_up(True)
         self.health.add_readiness_check("spark", lambda: self._spark_up)
         try:
@@ -238,7 +255,7 @@ class Daemon:
                 await self._start_spark()
                 self.health.set_ready(True)
                 tg.start_soon(self._watch_config, tg)
-                await self._sync_tables(tg)
+                await self._sync_tables(tg, named)
                 if self.state is RunState.STARTING:
                     self.state = RunState.RUNNING
                 await self._stop_event.wait()
@@ -303,13 +320,27 @@ class Daemon:
 
     # --- tables ------------------------------------------------------------------------------------
 
-    async def _sync_tables(self, tg: TaskGroup) -> None:
-        try:
-            entries = await anyio.to_thread.run_sync(self.config.resolve_tables, self.storage)
-        except TableServiceError as e:  # a storage hiccup while discovering must not end the daemon
-            log.error("finding the tables failed, serving the ones found before: %s", e)
-            return
-        wanted = {e.uri: e for e in entries}
+    def _named_entries(
+        self, config: DaemonConfig, taken: dict[str, str] | None = None
+    ) -> tuple[list[TableEntry], list[NameClash]]:
+        """The tables `config` lists and discovers, each with its one name (`config.identity`); `taken`: names kept
+        by the tables served now."""
+        return named_tables(config.resolve_tables(self.storage), hoodie_table_name(self.storage), taken=taken)
+
+    async def _sync_tables(self, tg: TaskGroup, named: list[TableEntry] | None = None) -> None:
+        """Serve `named` (a start or a reload: names already checked), or rescan the configured tables and
+        discovery roots, where a table found later never takes a name a served table has."""
+        if named is None:
+            served = {task.worker.label: uri for uri, task in self.tables.items()}
+            try:
+                found, clashes = await anyio.to_thread.run_sync(self._named_entries, self.config, served)
+            except TableServiceError as e:  # a storage hiccup while discovering must not end the daemon
+                log.error("finding the tables failed, serving the ones found before: %s", e)
+                return
+            for clash in clashes:
+                log.error("not serving %s: %s", clash.uri, clash)
+            named = found
+        wanted = {e.uri: e for e in named}
         for uri in list(self.tables):
             if uri not in wanted:
                 task = self.tables.pop(uri)
@@ -324,8 +355,12 @@ class Daemon:
                 log.error("not serving %s until the next reload or discovery rescan: %s", uri, e)
                 continue
             if uri in self.tables:
-                self.tables[uri].worker.settings = settings
-                self.tables[uri].worker.locks = locks
+                worker = self.tables[uri].worker
+                old_label = worker.label
+                worker.settings = settings
+                worker.locks = locks
+                if worker.label != old_label:  # renamed in the configuration
+                    self.metrics.forget_table(old_label)
                 continue
             worker = TableWorker(
                 settings,
@@ -344,8 +379,15 @@ class Daemon:
     async def _reload(self, tg: TaskGroup) -> None:
         try:
             new = await anyio.to_thread.run_sync(load_config, self.config_path)
+            named, clashes = await anyio.to_thread.run_sync(self._named_entries, new)
+            if clashes:
+                raise ConfigError("; ".join(str(c) for c in clashes))
         except ConfigError as e:
             log.error("configuration reload failed, keeping the running configuration: %s", e)
+            self.metrics.config_reloaded(False)
+            return
+        except TableServiceError as e:
+            log.error("configuration reload failed (finding its tables), keeping the running configuration: %s", e)
             self.metrics.config_reloaded(False)
             return
         self.metrics.config_reloaded(True)
@@ -353,7 +395,7 @@ class Daemon:
         self.config = new
         if new.service.max_concurrent_actions != old_service.max_concurrent_actions:
             self.capacity.set_total(new.service.max_concurrent_actions)
-        await self._sync_tables(tg)
+        await self._sync_tables(tg, named)
         log.info("configuration reloaded: %d tables", len(self.tables))
 
     async def _watch_config(self, tg: TaskGroup) -> None:

@@ -49,7 +49,7 @@ class RollbackService(ServiceBase[FailedWritesSettings]):
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         current = ctx.table.reload().get(instant.requested_time, instant.action)
         if current is None or current.is_completed:
-            raise InstantNotPendingError(f"{instant} was rolled back or completed meanwhile", table=ctx.table.name)
+            raise InstantNotPendingError(f"{instant} was rolled back or completed meanwhile", table=ctx.table.label)
         instant = current
         if instant.action is Action.ROLLBACK:
             done = resume_rollback(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)

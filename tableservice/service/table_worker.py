@@ -90,6 +90,10 @@ class TableWorker:
     def settings(self, value: TableSettings) -> None:
         """New settings (a configuration reload): what planning found under the old policies no longer holds."""
         self._settings = value
+        if value.name is not None and value.name != self.status.name:  # renamed in the configuration
+            self.status.name = value.name
+            if self.table is not None:
+                self.table.relabel(value.name)
         self._services = value.services()
         self._nothing_at.clear()
         self._held.clear()
@@ -100,8 +104,8 @@ class TableWorker:
 
     def _open(self) -> HudiTable:
         if self.table is None:
-            self.table = HudiTable.open(self.storage, self.settings.uri)
-            if self.settings.name is None:
+            self.table = HudiTable.open(self.storage, self.settings.uri, label=self.settings.name)
+            if self.settings.name is None:  # built outside the daemon without a name: hoodie.table.name
                 self.status.name = self.table.name
         return self.table
 
@@ -444,5 +448,5 @@ def verify_in_step(table: HudiTable) -> None:
     if differences:
         shown = "; ".join(str(d) for d in differences[:5])
         raise MetadataOutOfStepError(
-            f"metadata table differs from storage in {len(differences)} places: {shown}", table=table.name
+            f"metadata table differs from storage in {len(differences)} places: {shown}", table=table.label
         )

@@ -104,7 +104,7 @@ def archive(
         len(instants),
         instants[0].requested_time,
         instants[-1].requested_time,
-        extra={"table": table.name},
+        extra={"table": table.label},
     )
     return instants
 
@@ -133,7 +133,7 @@ def archived_in_newest_files(table: HudiTable, instants: list[Instant]) -> set[s
     found: set[str] = set()
     folder = join(table.base_path, table.config.history_folder)
     for _, fi in archive_log_files(table.storage, folder):
-        entries = list(read_archive_log(table.storage, fi.location, table=table.name))
+        entries = list(read_archive_log(table.storage, fi.location, table=table.label))
         found.update(e.requested_time for e in entries if e.is_completed and e.requested_time in wanted)
         if not any(e.requested_time >= start for e in entries):
             break

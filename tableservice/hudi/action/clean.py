@@ -82,7 +82,7 @@ def schedule_clean(
         table.reload()
         due, reason = policy.due(table)
         if not due:
-            log.debug("clean not due: %s", reason, extra={"table": table.name})
+            log.debug("clean not due: %s", reason, extra={"table": table.label})
             return None
     done = table.request(
         Action.CLEAN,
@@ -95,7 +95,7 @@ def schedule_clean(
         return None
     instant, plan = done
     n = sum(len(v) for v in (plan.file_paths_to_be_deleted_per_partition or {}).values())
-    log.info("scheduled clean of %d files", n, extra={"table": table.name, "instant": instant.requested_time})
+    log.info("scheduled clean of %d files", n, extra={"table": table.label, "instant": instant.requested_time})
     return instant
 
 
@@ -135,11 +135,11 @@ def resolve_clean_plan(table: HudiTable, plan: HoodieCleanerPlan, *, plan_file: 
             if info.is_bootstrap_base_file:
                 raise InvalidPlanError(
                     f"bootstrap base file {info.file_path!r} (bootstrapped tables are not cleaned)",
-                    table=table.name,
+                    table=table.label,
                     path=plan_file,
                 )
             if not info.file_path:
-                raise InvalidPlanError(f"empty file path in partition {partition!r}", table=table.name, path=plan_file)
+                raise InvalidPlanError(f"empty file path in partition {partition!r}", table=table.label, path=plan_file)
             targets.append(_target(table, partition, info.file_path, plan_file))
     if not plan.file_paths_to_be_deleted_per_partition:
         # Version-1 plans list file names per partition in the deprecated field.
@@ -152,7 +152,7 @@ def resolve_clean_plan(table: HudiTable, plan: HoodieCleanerPlan, *, plan_file: 
     for partition in plan.partitions_to_be_deleted or ():
         rel = _relative(table, partition, plan_file, what="partition")
         if rel.split("/", 1)[0] == ".hoodie":
-            raise InvalidPlanError(f"partition {partition!r} is inside .hoodie", table=table.name, path=plan_file)
+            raise InvalidPlanError(f"partition {partition!r} is inside .hoodie", table=table.label, path=plan_file)
         partitions.append(rel)
     return ResolvedCleanPlan(plan, plan_file, tuple(targets), tuple(partitions))
 
@@ -164,9 +164,9 @@ def _relative(table: HudiTable, partition: str, plan_file: str, *, what: str) ->
         check_relative_path(partition, what=what, source=plan_file)
         rel = relative_to_table(table.base_path, join(table.base_path, partition), plan_file=plan_file)
     except TableServiceError as e:
-        raise e.with_context(table=table.name) from e
+        raise e.with_context(table=table.label) from e
     if posixpath.normpath(rel) != rel:
-        raise InvalidPlanError(f"{what} {partition!r} is not a normal path", table=table.name, path=plan_file)
+        raise InvalidPlanError(f"{what} {partition!r} is not a normal path", table=table.label, path=plan_file)
     return rel
 
 
@@ -174,16 +174,16 @@ def _target(table: HudiTable, partition: str, path: str, plan_file: str) -> Clea
     try:
         rel = relative_to_table(table.base_path, path, plan_file=plan_file)
     except TableServiceError as e:
-        raise e.with_context(table=table.name) from e
+        raise e.with_context(table=table.label) from e
     folder, _, name = rel.rpartition("/")
     expected = _relative(table, partition, plan_file, what="partition")
     if folder != expected:
         raise InvalidPlanError(
-            f"path {path!r} is not in partition {partition!r} it is listed under", table=table.name, path=plan_file
+            f"path {path!r} is not in partition {partition!r} it is listed under", table=table.label, path=plan_file
         )
     is_log = name.startswith(".") and parse_log_file_name(name) is not None
     if not is_log and parse_base_file_name(name) is None:
-        raise InvalidPlanError(f"path {path!r} names no base or log file", table=table.name, path=plan_file)
+        raise InvalidPlanError(f"path {path!r} names no base or log file", table=table.label, path=plan_file)
     return CleanTarget(partition, path, join(table.base_path, rel))
 
 
@@ -205,7 +205,7 @@ def _delete_one(table: HudiTable, target: CleanTarget) -> tuple[CleanTarget, boo
         table.storage.delete(target.location)  # False: already gone, which counts as deleted
         return target, True
     except TableServiceError as e:
-        log.warning("clean could not delete %s: %s", target.location, e, extra={"table": table.name})
+        log.warning("clean could not delete %s: %s", target.location, e, extra={"table": table.label})
         return target, False
 
 
@@ -221,7 +221,7 @@ def _delete_partition(table: HudiTable, partition: str, deleted: set[str]) -> bo
             partition,
             len(others),
             others[0].name,
-            extra={"table": table.name},
+            extra={"table": table.label},
         )
         return False
     for fi in left:
@@ -285,11 +285,11 @@ def execute_clean(
     current = table.reload().get(instant.requested_time, Action.CLEAN)
     if current is None:
         if require_pending:
-            raise InstantNotPendingError(f"no pending clean at {instant.requested_time}", table=table.name)
-        raise InvalidTimelineError(f"no clean instant at {instant.requested_time}", table=table.name)
+            raise InstantNotPendingError(f"no pending clean at {instant.requested_time}", table=table.label)
+        raise InvalidTimelineError(f"no clean instant at {instant.requested_time}", table=table.label)
     if current.is_completed:
         if require_pending:
-            raise InstantNotPendingError(f"clean {instant.requested_time} is completed", table=table.name)
+            raise InstantNotPendingError(f"clean {instant.requested_time} is completed", table=table.label)
         path = table.active.path_of(current)
         return decode_clean_metadata(table.storage.read_bytes(path), path=path)
     plan_file = table.active.path_of(current.with_state(State.REQUESTED))
@@ -297,7 +297,7 @@ def execute_clean(
     try:
         plan = decode_cleaner_plan(plan_bytes, path=plan_file)
     except TableServiceError as e:
-        raise e.with_context(table=table.name) from e
+        raise e.with_context(table=table.label) from e
     resolved = resolve_clean_plan(table, plan, plan_file=plan_file)
     if current.is_requested:
         content = plan_bytes if table.config.layout_version < 2 else b""
@@ -320,7 +320,7 @@ def execute_clean(
         metadata.total_files_deleted,
         failed,
         len(deleted_partitions),
-        extra={"table": table.name, "instant": current.requested_time},
+        extra={"table": table.label, "instant": current.requested_time},
     )
     return metadata
 

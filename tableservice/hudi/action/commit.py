@@ -156,5 +156,5 @@ def _discard(table: HudiTable, change: Change, kept: WriteStats) -> None:
             log.info(
                 "deleted %s: left out of the commit by a conflict check",
                 s.path,
-                extra={"table": table.name, "instant": change.instant_time},
+                extra={"table": table.label, "instant": change.instant_time},
             )

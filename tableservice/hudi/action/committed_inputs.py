@@ -178,7 +178,7 @@ def _check_log_file(
         raise DamagedInputError(
             f"log file {path} is missing" + (f" (written by completed instant {t})" if t else ""),
             instant_time=t,
-            table=table.name,
+            table=table.label,
             path=location,
         )
     if not ranges:
@@ -189,15 +189,15 @@ def _check_log_file(
             f"log file {path} holds {actual} bytes, completed instant {last.instant_time} committed bytes "
             f"{last.start}..{last.end}",
             instant_time=last.instant_time,
-            table=table.name,
+            table=table.label,
             path=location,
         )
     if not full:
         return
     try:
-        blocks = list(iter_log_blocks(table.storage, location, table=table.name, eager_content_limit=0))
+        blocks = list(iter_log_blocks(table.storage, location, table=table.label, eager_content_limit=0))
     except TableServiceError as e:
-        raise e.with_context(table=table.name, path=location) from e
+        raise e.with_context(table=table.label, path=location) from e
     for block in blocks:
         if not isinstance(block, CorruptBlock):
             continue
@@ -208,6 +208,6 @@ def _check_log_file(
                 f"log file {path} has a corrupt block at bytes {start}..{end} ({block.reason}) inside the range "
                 f"{hit.start}..{hit.end} completed instant {hit.instant_time} committed",
                 instant_time=hit.instant_time,
-                table=table.name,
+                table=table.label,
                 path=location,
             )

@@ -84,7 +84,7 @@ def without_replaced_groups(table: HudiTable, instant: Instant) -> ConflictCheck
                 len(dropped),
                 dropped[0],
                 replaced[dropped[0]],
-                extra={"table": table.name, "instant": instant.requested_time},
+                extra={"table": table.label, "instant": instant.requested_time},
             )
         return kept
 
@@ -123,7 +123,7 @@ def check_clustering_inputs(
         if clash:
             raise ConflictError(
                 f"{other} wrote file groups {sorted(clash)[:3]} under clustering {instant.requested_time}",
-                table=table.name,
+                table=table.label,
             )
     if table.config.version < 8:
         _check_inputs_unchanged(table, latest, instant, plan)
@@ -154,7 +154,7 @@ def _check_inputs_unchanged(table: HudiTable, latest: Timeline, instant: Instant
         if slice_ is None:
             raise ConflictError(
                 f"file group {fg[1]} in {fg[0]!r} was replaced after clustering {instant.requested_time} was planned",
-                table=table.name,
+                table=table.label,
             )
         extra = sorted(
             name
@@ -165,7 +165,7 @@ def _check_inputs_unchanged(table: HudiTable, latest: Timeline, instant: Instant
             raise ConflictError(
                 f"file group {fg[1]} in {fg[0]!r} has files written after clustering {instant.requested_time} was "
                 f"planned: {extra[:3]}",
-                table=table.name,
+                table=table.label,
             )
 
 
@@ -180,7 +180,7 @@ def _holds_committed_data(table: HudiTable, latest: Timeline, location: str) -> 
         isinstance(block, LogBlock)
         and block.block_type is not BlockType.COMMAND
         and latest.is_completed(block.instant_time or "")
-        for block in iter_log_blocks(table.storage, location, table=table.name)
+        for block in iter_log_blocks(table.storage, location, table=table.label)
     )
 
 
@@ -205,11 +205,11 @@ def check_write(
                 raise ConflictError(
                     f"clustering {clustering} scheduled after this write started covers file group {fg[1]} "
                     f"in {fg[0]!r}",
-                    table=table.name,
+                    table=table.label,
                 )
     for other in writes_completed_since(latest, instant, pending_at_start=pending_at_start):
         if other.action is Action.COMPACTION:
             continue
         clash = ours & touched_file_groups(table, other)
         if clash:
-            raise ConflictError(f"{other} wrote file groups {sorted(clash)[:3]} concurrently", table=table.name)
+            raise ConflictError(f"{other} wrote file groups {sorted(clash)[:3]} concurrently", table=table.label)

@@ -129,7 +129,7 @@ def schedule_indexing(
     check_supported(table, partitions)
     for p in partitions:
         if is_secondary_index(p) and p not in (definitions or {}) and p not in (_definitions(table) or {}):
-            raise InvalidTableConfigError(f"{p}: a secondary index needs a column (a definition)", table=table.name)
+            raise InvalidTableConfigError(f"{p}: a secondary index needs a column (a definition)", table=table.label)
     with (lock if lock is not None else no_lock)():
         timeline = table.reload()
         config = table.config
@@ -143,7 +143,7 @@ def schedule_indexing(
             return None
         upto = index_upto_instant(timeline)
         if upto is None:
-            raise InvalidTableConfigError("the table has no completed instant to index", table=table.name)
+            raise InvalidTableConfigError("the table has no completed instant to index", table=table.label)
         if definitions and config.version >= 8:
             wanted = {k: dict(v) for k, v in definitions.items() if k in todo}
             if wanted:
@@ -162,7 +162,7 @@ def schedule_indexing(
             t, Action.INDEXING, encode_index_plan(plan, table_version=config.version)
         )
         table.applied(timeline, instant)
-    log.info("scheduled indexing of %s", ", ".join(todo), extra={"table": table.name, "instant": t})
+    log.info("scheduled indexing of %s", ", ".join(todo), extra={"table": table.label, "instant": t})
     return instant
 
 
@@ -198,7 +198,7 @@ def execute_indexing(
     plan = read_plan(table, instant)
     planned = [i.metadata_partition_path for i in plan.index_partition_infos or () if i.metadata_partition_path]
     if not planned:
-        raise InvalidPlanError(f"indexing plan {instant.requested_time} names no partition", table=table.name)
+        raise InvalidPlanError(f"indexing plan {instant.requested_time} names no partition", table=table.label)
     t = instant.requested_time
     if any(p != FILES for p in planned):
         _check_inputs(table)
@@ -206,7 +206,7 @@ def execute_indexing(
         timeline = table.reload()
         current = timeline.get(t, Action.INDEXING)
         if current is None or current.is_completed:
-            raise InvalidPlanError(f"indexing {t} is not pending", table=table.name)
+            raise InvalidPlanError(f"indexing {t} is not pending", table=table.label)
         built = list(table.config.metadata_partitions)
         partitions = [p for p in planned if p not in built]
         if partitions and FILES not in built and FILES not in partitions:
@@ -219,7 +219,7 @@ def execute_indexing(
             current = table.active.transition_to_inflight(current, table.storage.read_bytes(path))
         upto = index_upto_instant(timeline)
     if upto is None:
-        raise InvalidTableConfigError("the table has no completed instant to index", table=table.name)
+        raise InvalidTableConfigError("the table has no completed instant to index", table=table.label)
     source = TableSource(table, timeline.at_or_before(upto), as_of=upto)
     write = writer if writer is not None else records_writer(build)
     inits: dict[str, str] = {}
@@ -236,7 +236,7 @@ def execute_indexing(
             upto,
             count,
             len(stats[partition]),
-            extra={"table": table.name, "instant": t},
+            extra={"table": table.label, "instant": t},
         )
 
     def publish(latest: Timeline, change: Change) -> tuple[Instant, str]:
@@ -287,7 +287,7 @@ def execute_indexing(
         caught_up,
         total,
         seconds,
-        extra={"table": table.name, "instant": t},
+        extra={"table": table.label, "instant": t},
     )
     return IndexingResult(done, tuple(partitions), caught_up, total, seconds)
 
@@ -318,7 +318,7 @@ def _catch_up(table: HudiTable, mdt: HudiTable, latest: Timeline, upto: str, par
         return upto
     opened = MetadataTable.open(table, latest)
     if opened is None:  # the files partition itself is being built: read it through the new partitions
-        raise InvalidTableConfigError("indexing: the metadata table lists no partition to catch up", table=table.name)
+        raise InvalidTableConfigError("indexing: the metadata table lists no partition to catch up", table=table.label)
     records: list[MetadataRecord] = []
     for instant in after:
         records.extend(records_for(opened, instant, partitions))
@@ -330,7 +330,7 @@ def _catch_up(table: HudiTable, mdt: HudiTable, latest: Timeline, upto: str, par
             len(after),
             len(records),
             own,
-            extra={"table": table.name, "instant": after[-1].requested_time},
+            extra={"table": table.label, "instant": after[-1].requested_time},
         )
     return max(i.requested_time for i in after)
 
@@ -398,7 +398,7 @@ def abort_indexing(table: HudiTable, instant: Instant, *, lock: LockFactory | No
                 partitions,
             )
         table.active.delete_pending(current)
-    log.info("aborted indexing", extra={"table": table.name, "instant": instant.requested_time})
+    log.info("aborted indexing", extra={"table": table.label, "instant": instant.requested_time})
 
 
 def drop_index(table: HudiTable, partition: str, *, lock: LockFactory | None = None) -> bool:
@@ -412,7 +412,7 @@ def drop_index(table: HudiTable, partition: str, *, lock: LockFactory | None = N
         if partition not in listed:
             return False
         if planned_partitions(table, table.timeline()):
-            raise InvalidTableConfigError("an indexing action is pending: run or abort it first", table=table.name)
+            raise InvalidTableConfigError("an indexing action is pending: run or abort it first", table=table.label)
         gone = listed if partition == FILES else {partition}
         store_table_config(
             table.storage,
@@ -437,5 +437,5 @@ def drop_index(table: HudiTable, partition: str, *, lock: LockFactory | None = N
             write_index_definitions(
                 table.storage, table.base_path, {k: v for k, v in definitions.items() if k not in gone}
             )
-    log.info("dropped metadata partition %s", partition, extra={"table": table.name})
+    log.info("dropped metadata partition %s", partition, extra={"table": table.label})
     return True

@@ -78,7 +78,7 @@ def plan_rollback(table: HudiTable, target: Instant) -> HoodieRollbackPlan:
                     continue
                 if table.config.version >= 8 and lname.instant_time == t:
                     deletes.setdefault(partition, []).append(fi.location)
-                elif table.config.version < 8 and has_blocks_of(table.storage, fi.location, t, table=table.name):
+                elif table.config.version < 8 and has_blocks_of(table.storage, fi.location, t, table=table.label):
                     appended.setdefault((partition, lname.file_id, lname.instant_time), {})[fi.location] = fi.size
     requests = [
         HoodieRollbackRequest(
@@ -114,7 +114,7 @@ def rollback(
     lock_factory = lock if lock is not None else no_lock
     if target.is_completed:
         raise InvalidPlanError(
-            f"{target} is completed; restoring completed instants is not supported", table=table.name
+            f"{target} is completed; restoring completed instants is not supported", table=table.label
         )
     plan = plan_rollback(table, target)
     with lock_factory():
@@ -134,7 +134,7 @@ def resume_rollback(
     path = table.active.path_of(instant.with_state(State.REQUESTED))
     plan = decode_rollback_plan(table.storage.read_bytes(path), path=path)
     if plan.instant_to_rollback is None:
-        raise InvalidPlanError("rollback plan names no instant", table=table.name, path=path)
+        raise InvalidPlanError("rollback plan names no instant", table=table.label, path=path)
     info = plan.instant_to_rollback
     target = table.timeline().get(info.commit_time)
     if target is None:
@@ -176,7 +176,7 @@ def _execute(
                     "rollback could not delete %s: %s",
                     location,
                     e,
-                    extra={"table": table.name, "instant": target.requested_time},
+                    extra={"table": table.label, "instant": target.requested_time},
                 )
                 failed.append(path)
         rollback_logs: dict[str, int] = {}
@@ -220,7 +220,7 @@ def _execute(
         lock=lock_factory,
         lease=lease,
     )
-    log.info("rolled back %s", target, extra={"table": table.name, "instant": target.requested_time})
+    log.info("rolled back %s", target, extra={"table": table.label, "instant": target.requested_time})
     return done
 
 

@@ -120,7 +120,7 @@ def _check_savepointable(table: HudiTable, timeline: Timeline, instant_time: str
     same_time = [i for i in timeline if i.requested_time == instant_time]
     if any(i.action is Action.SAVEPOINT for i in same_time):
         raise SavepointError(
-            f"instant {instant_time} is already savepointed", instant_time=instant_time, table=table.name
+            f"instant {instant_time} is already savepointed", instant_time=instant_time, table=table.label
         )
     writes = [i for i in same_time if i.action in WRITE_ACTIONS]
     if not writes:
@@ -133,7 +133,7 @@ def _check_savepointable(table: HudiTable, timeline: Timeline, instant_time: str
         raise SavepointError(
             f"could not savepoint non-existing commit {instant_time}: it {where}{other}",
             instant_time=instant_time,
-            table=table.name,
+            table=table.label,
         )
     commit = writes[0]
     if not commit.is_completed:
@@ -141,7 +141,7 @@ def _check_savepointable(table: HudiTable, timeline: Timeline, instant_time: str
             f"could not savepoint commit {instant_time}: {commit} is pending; only completed commits can be"
             " savepointed",
             instant_time=instant_time,
-            table=table.name,
+            table=table.label,
             path=table.active.path_of(commit),
         )
     ectr = earliest_commit_retained_by_cleaner(table, timeline)
@@ -150,7 +150,7 @@ def _check_savepointable(table: HudiTable, timeline: Timeline, instant_time: str
             f"could not savepoint commit {instant_time} as it is beyond the lookup window {ectr} "
             "(the earliest commit the last clean retained)",
             instant_time=instant_time,
-            table=table.name,
+            table=table.label,
         )
     return commit
 
@@ -212,7 +212,7 @@ def create_savepoint(
     change = Change(ChangeKind.SAVEPOINT, Instant(instant_time, Action.SAVEPOINT, State.COMPLETED))
     done, metadata = commit(table, change, write, lock=lock)
     table.reload()
-    log.info("savepoint %s created", instant_time, extra={"table": table.name, "instant": instant_time})
+    log.info("savepoint %s created", instant_time, extra={"table": table.label, "instant": instant_time})
     return SavepointInfo(instant_time, State.COMPLETED, done.completion_time, metadata)
 
 
@@ -231,10 +231,10 @@ def delete_savepoint(table: HudiTable, instant_time: str, *, lock: LockFactory |
 
     change = Change(ChangeKind.SAVEPOINT, Instant(instant_time, Action.SAVEPOINT, State.COMPLETED))
     if not commit(table, change, write, lock=lock):
-        log.warning("no savepoint at %s", instant_time, extra={"table": table.name, "instant": instant_time})
+        log.warning("no savepoint at %s", instant_time, extra={"table": table.label, "instant": instant_time})
         return False
     table.reload()
-    log.info("savepoint %s deleted", instant_time, extra={"table": table.name, "instant": instant_time})
+    log.info("savepoint %s deleted", instant_time, extra={"table": table.label, "instant": instant_time})
     return True
 
 
@@ -243,7 +243,7 @@ def _metadata(table: HudiTable, instant: Instant) -> HoodieSavepointMetadata:
     try:
         return decode_savepoint_metadata(table.storage.read_bytes(path), path=path)
     except TableServiceError as e:
-        raise e.with_context(table=table.name) from e
+        raise e.with_context(table=table.label) from e
 
 
 def list_savepoints(table: HudiTable) -> list[SavepointInfo]:

@@ -119,7 +119,7 @@ def _shared(table: HudiTable, timeline: Timeline, instant_time: str) -> dict[str
     """The fields every task of one instant shares."""
     schema = table.latest_schema(timeline)
     if schema is None:
-        raise InvalidPlanError("table has no schema", table=table.name)
+        raise InvalidPlanError("table has no schema", table=table.label)
     return {
         "table_name": table.name,
         "base_path": table.base_path,

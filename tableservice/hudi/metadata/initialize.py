@@ -87,10 +87,10 @@ def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tu
     config = table.config
     check_supported(table, [p for p in partitions if not is_secondary_index(p)])
     if any(is_secondary_index(p) for p in partitions):
-        raise InvalidTableConfigError("secondary indexes are built by the indexing action", table=table.name)
+        raise InvalidTableConfigError("secondary indexes are built by the indexing action", table=table.label)
     timeline = table.reload()
     if timeline.pending_of(Action.DELTA_COMMIT) or timeline.pending_of(Action.COMMIT):
-        raise InvalidTableConfigError("a write is pending: build the metadata table once it ends", table=table.name)
+        raise InvalidTableConfigError("a write is pending: build the metadata table once it ends", table=table.label)
     built = list(config.metadata_partitions)
     todo = [p for p in SUPPORTED if p in partitions and p not in built]
     if FILES not in built and FILES not in todo and todo:
@@ -117,7 +117,7 @@ def initialize_metadata_table(table: HudiTable, partitions: Sequence[str]) -> tu
             partition,
             len(records),
             groups,
-            extra={"table": table.name, "instant": instant},
+            extra={"table": table.label, "instant": instant},
         )
     return tuple(sorted(built))
 
@@ -131,7 +131,7 @@ def check_supported(table: HudiTable, partitions: Sequence[str]) -> None:
         raise InvalidTableConfigError(
             f"cannot build metadata partitions {unknown} in a table of version {version}: supported are "
             f"{', '.join(supported)}{' and secondary indexes' if version >= 8 else ''}",
-            table=table.name,
+            table=table.label,
         )
 
 
@@ -259,7 +259,7 @@ def _bloom_filters(table: HudiTable, new_files: list[NewFile]) -> list[MetadataR
 def stats_index_of(table: HudiTable, timeline: Timeline) -> cs.ColumnStatsIndex:
     index = cs.column_stats_index(table.storage, table.base_path, table.config.version, read_schema(table, timeline))
     if index is None:
-        raise InvalidTableConfigError("no columns to index for column stats", table=table.name)
+        raise InvalidTableConfigError("no columns to index for column stats", table=table.label)
     return index
 
 

@@ -53,7 +53,7 @@ def committed_files(table: HudiTable, timeline: Timeline) -> dict[str, dict[str,
 def _pending_only(table: HudiTable, location: str, pending: set[str]) -> bool:
     """Whether every data or delete block of the log file was written by a pending instant."""
     written = set()
-    for block in iter_log_blocks(table.storage, location, table=table.name):
+    for block in iter_log_blocks(table.storage, location, table=table.label):
         if isinstance(block, LogBlock) and block.block_type is not BlockType.COMMAND and block.instant_time:
             written.add(block.instant_time)
     return bool(written) and written <= pending

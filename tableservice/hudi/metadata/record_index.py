@@ -44,7 +44,7 @@ def base_file_keys(table: HudiTable, partition: str, name: str) -> list[str]:
     try:
         return [k for batch in iter_base_file(table.storage, location, [KEY]) for k in batch.column(0).to_pylist() if k]
     except TableServiceError as e:
-        raise e.with_context(table=table.name) from e
+        raise e.with_context(table=table.label) from e
 
 
 def file_id_of(file_name: str) -> str:
@@ -171,7 +171,7 @@ def write_updates(
                 out.update((key, None) for key in base_file_keys(table, partition, old) if key not in kept)
             continue
         log = join(partition_location(table.base_path, partition), name)
-        for is_delete, rows in iter_log_records(table.storage, log, table=table.name):
+        for is_delete, rows in iter_log_records(table.storage, log, table=table.label):
             column = "record_key" if is_delete else KEY
             if column in rows.column_names:
                 out.update((key, None if is_delete else value) for key in rows.column(column).to_pylist() if key)

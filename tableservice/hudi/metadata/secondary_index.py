@@ -34,7 +34,7 @@ def secondary_column(table: HudiTable, partition: str) -> str:
     fields = definition.get("sourceFields") if definition else None
     if not fields or len(fields) != 1:
         raise InvalidTableConfigError(
-            f"{partition} needs a definition with one source field in .hoodie/.index_defs/index.json", table=table.name
+            f"{partition} needs a definition with one source field in .hoodie/.index_defs/index.json", table=table.label
         )
     return str(fields[0])
 
@@ -50,12 +50,12 @@ def written_values(table: HudiTable, files: Iterable[tuple[str, str]], column: s
                     keys, texts = batch.column(0).to_pylist(), secondary_texts(batch.column(1))
                     out.update((k, v) for k, v in zip(keys, texts, strict=True) if k)
                 continue
-            for is_delete, rows in iter_log_records(table.storage, location, table=table.name):
+            for is_delete, rows in iter_log_records(table.storage, location, table=table.label):
                 if not is_delete and KEY in rows.column_names and column in rows.column_names:
                     keys, texts = rows.column(KEY).to_pylist(), secondary_texts(rows.column(column))
                     out.update((k, v) for k, v in zip(keys, texts, strict=True) if k)
         except TableServiceError as e:
-            raise e.with_context(table=table.name, path=location) from e
+            raise e.with_context(table=table.label, path=location) from e
     return out
 
 

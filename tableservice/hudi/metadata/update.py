@@ -99,7 +99,7 @@ def sync_metadata_table(
         if table.config.metadata_partitions_inflight:
             raise UnsupportedTableError(
                 "metadata partitions are being built but none is complete; nothing can be committed beside it",
-                table=table.name,
+                table=table.label,
             )
         return None
     t = instant.requested_time
@@ -343,7 +343,7 @@ def file_stats(table: HudiTable, files: Sequence[NewFile], index: cs.ColumnStats
 
 def log_data_records(table: HudiTable, location: str) -> pa.Table:
     """The data records a log file holds (its data blocks, in order; deletes left out)."""
-    parts = [rows for is_delete, rows in iter_log_records(table.storage, location, table=table.name) if not is_delete]
+    parts = [rows for is_delete, rows in iter_log_records(table.storage, location, table=table.label) if not is_delete]
     return pa.concat_tables(parts, promote_options="default") if parts else pa.table({})
 
 
@@ -365,7 +365,7 @@ def base_file_bloom_filter(table: HudiTable, f: NewFile) -> tuple[str, bytes] | 
     try:
         footer = read_base_file_footer(table.storage, location)
     except TableServiceError as e:
-        raise e.with_context(table=table.name) from e
+        raise e.with_context(table=table.label) from e
     if footer.bloom_filter_serialized is None or footer.bloom_filter_type is None:
         return None
     return footer.bloom_filter_type.value, footer.bloom_filter_serialized.encode("utf-8")

@@ -76,8 +76,9 @@ class TableSnapshot:
 class HudiTable:
     """A table at a base path. Not thread-safe; cheap to create."""
 
-    def __init__(self, storage: Storage, base_path: str, config: TableConfig) -> None:
+    def __init__(self, storage: Storage, base_path: str, config: TableConfig, *, label: str | None = None) -> None:
         self.storage = storage
+        self._label = label
         self.base_path = base_path.rstrip("/")
         self.config = config
         self.active = ActiveTimeline(storage, self.base_path, config)
@@ -88,12 +89,23 @@ class HudiTable:
         self._config_read_at = time.monotonic()
 
     @classmethod
-    def open(cls, storage: Storage, base_path: str) -> HudiTable:
-        return cls(storage, base_path, load_table_config(storage, base_path.rstrip("/")))
+    def open(cls, storage: Storage, base_path: str, *, label: str | None = None) -> HudiTable:
+        return cls(storage, base_path, load_table_config(storage, base_path.rstrip("/")), label=label)
 
     @property
     def name(self) -> str:
+        """`hoodie.table.name`: what Hudi keys the table's locks and metadata table by."""
         return self.config.name
+
+    @property
+    def label(self) -> str:
+        """The table's one name in the daemon (the configured `name`, else `hoodie.table.name`): what errors,
+        log lines, metrics and outputs call it."""
+        return self._label or self.config.name
+
+    def relabel(self, label: str | None) -> None:
+        """A new name in the daemon (the configuration renamed the table)."""
+        self._label = label
 
     @property
     def meta_path(self) -> str:
@@ -196,7 +208,7 @@ class HudiTable:
         try:
             value = decode(self.storage.read_bytes(path), path)
         except TableServiceError as e:
-            raise e.with_context(table=self.name) from e
+            raise e.with_context(table=self.label) from e
         if state is State.COMPLETED or state is State.REQUESTED:
             self._cache[key] = value
             if len(self._cache) > CACHE_ENTRIES:
@@ -208,7 +220,7 @@ class HudiTable:
     def commit_metadata(self, instant: Instant) -> HoodieCommitMetadata:
         """Metadata of a completed write instant (replace commits decode with their replace fields)."""
         if not instant.is_completed:
-            raise InvalidPlanError(f"{instant} is not completed", table=self.name)
+            raise InvalidPlanError(f"{instant} is not completed", table=self.label)
         if instant.completed_action(self.config.layout_version) is Action.REPLACE_COMMIT:
             return self.replace_commit_metadata(instant)
         return self._cached(instant, State.COMPLETED, lambda data, path: decode_commit_metadata(data, path=path))
@@ -221,7 +233,7 @@ class HudiTable:
     def rollback_metadata(self, instant: Instant) -> HoodieRollbackMetadata:
         """Metadata of a completed rollback (the instants it undid are in `commits_rollback`)."""
         if not instant.is_completed:
-            raise InvalidPlanError(f"{instant} is not completed", table=self.name)
+            raise InvalidPlanError(f"{instant} is not completed", table=self.label)
         return self._cached(instant, State.COMPLETED, lambda data, path: decode_rollback_metadata(data, path=path))
 
     def compaction_plan(self, instant: Instant) -> HoodieCompactionPlan:
@@ -248,7 +260,7 @@ class HudiTable:
             timeline = self.reload()
             t = instant_time if instant_time is not None else self.active.new_instant_time(timeline)
             if any(t <= x for x in timeline.all_times()):
-                raise InvalidTimelineError(f"instant {t} is not above every instant on the timeline", table=self.name)
+                raise InvalidTimelineError(f"instant {t} is not above every instant on the timeline", table=self.label)
             made = plan(t, timeline)
             if made is None:
                 return None
@@ -273,7 +285,7 @@ class HudiTable:
         if md.clustering_plan is None:
             raise InvalidPlanError(
                 f"{instant} holds no clustering plan",
-                table=self.name,
+                table=self.label,
                 path=self.active.path_of(instant.with_state(State.REQUESTED)),
             )
         return md.clustering_plan
@@ -292,7 +304,7 @@ class HudiTable:
         try:
             return merge_config_from_properties(self.config.properties, self.config.version)
         except TableServiceError as e:
-            raise e.with_context(table=self.name, path=self.config.path) from e
+            raise e.with_context(table=self.label, path=self.config.path) from e
 
     # --- schema ------------------------------------------------------------------------------------
 

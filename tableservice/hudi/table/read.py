@@ -107,7 +107,7 @@ def read_schema(table: HudiTable, timeline: Timeline) -> pa.Schema:
     """The Arrow schema of reads: Hudi meta fields then the table's fields."""
     avro = table.latest_schema(timeline)
     if avro is None:
-        raise InvalidPlanError("the table has no schema yet (no commit and no create schema)", table=table.name)
+        raise InvalidPlanError("the table has no schema yet (no commit and no create schema)", table=table.label)
     if table.config.populate_meta_fields:
         avro = add_meta_fields(avro)
     return arrow_schema_from_avro(avro)
@@ -136,7 +136,7 @@ def iter_read(table: HudiTable, options: ReadOptions | None = None) -> Iterator[
     if columns is not None:
         unknown = [c for c in columns if c not in schema.names]
         if unknown:
-            raise PermanentError(f"unknown columns {unknown}", table=table.name)
+            raise PermanentError(f"unknown columns {unknown}", table=table.label)
     touched: set[tuple[str, str]] | None = None
     read_columns = columns
     if in_range is not None:
@@ -198,7 +198,7 @@ def incremental_instants(table: HudiTable, timeline: Timeline, start: str, end: 
     over requested times; versions 8 and 9 over completion times (Hudi 1.x semantics)."""
     if not table.config.populate_meta_fields:
         raise PermanentError(
-            "incremental reads need Hudi meta fields (hoodie.populate.meta.fields=false)", table=table.name
+            "incremental reads need Hudi meta fields (hoodie.populate.meta.fields=false)", table=table.label
         )
     out = set()
     for instant in timeline.completed_writes():

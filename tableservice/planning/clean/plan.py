@@ -134,7 +134,7 @@ def _completed_metadata(table: HudiTable, instant: Instant, decode: Callable[[by
     try:
         value = decode(data, path)
     except TableServiceError as e:
-        raise e.with_context(table=table.name) from e
+        raise e.with_context(table=table.label) from e
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = value
@@ -281,7 +281,7 @@ def _savepointed_files(table: HudiTable, savepoints: Iterable[Instant]) -> froze
     for sp in savepoints:
         md = _completed_metadata(table, sp, _decode_savepoint)
         if md is None:
-            raise InvalidPlanError("savepoint metadata is empty", table=table.name, path=table.active.path_of(sp))
+            raise InvalidPlanError("savepoint metadata is empty", table=table.label, path=table.active.path_of(sp))
         names |= md.savepointed_files()
     return frozenset(names)
 
@@ -371,7 +371,7 @@ def plan_clean(
     newer = [i for i in ct.timeline if i.requested_time >= instant_time]
     if newer:
         raise InvalidTimelineError(
-            f"clean instant {instant_time} is not newer than {newer[0]} on the timeline", table=table.name
+            f"clean instant {instant_time} is not newer than {newer[0]} on the timeline", table=table.label
         )
     ectr, cleans = _partition_cleans(table, policy, ct, view, now)
     files = {

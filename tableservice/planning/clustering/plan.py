@@ -124,7 +124,7 @@ def plan_clustering(
     newer = [i for i in tl if i.requested_time >= instant_time]
     if newer:
         raise InvalidTimelineError(
-            f"clustering instant {instant_time} is not newer than {newer[0]} on the timeline", table=table.name
+            f"clustering instant {instant_time} is not newer than {newer[0]} on the timeline", table=table.label
         )
     fsv = view if view is not None else table.file_system_view(timeline=tl)
     partitions, carried = plan_partitions(table, tl, fsv, instant_time, policy)

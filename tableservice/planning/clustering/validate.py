@@ -60,14 +60,14 @@ class _Checker:
         self.seen: set[FileGroupId] = set()
 
     def bad(self, problem: str) -> InvalidPlanError:
-        return InvalidPlanError(problem, table=self.table.name, path=self.plan_file)
+        return InvalidPlanError(problem, table=self.table.label, path=self.plan_file)
 
     def _name_in_partition(self, raw: str, partition: str, what: str) -> str:
         """The file name an absolute plan path names, checked to lie in the partition folder."""
         try:
             rel = relative_to_table(self.table.base_path, raw, plan_file=self.plan_file)
         except InvalidPlanError as e:
-            raise e.with_context(table=self.table.name) from e
+            raise e.with_context(table=self.table.label) from e
         folder, _, name = rel.rpartition("/")
         if folder != partition:
             raise self.bad(f"{what} {raw!r} is not in partition {partition!r}")
@@ -140,7 +140,7 @@ class _Checker:
             if found is None:
                 raise FileMissingError(
                     f"file {name!r} of file group {group.file_id!r} named by the plan does not exist",
-                    table=self.table.name,
+                    table=self.table.label,
                     path=self.plan_file,
                 )
             if holder is not None and found.base_instant_time != holder.base_instant_time:
@@ -188,7 +188,7 @@ def validate_clustering_plan(
             try:
                 check_relative_path(partition, what="partition path", source=plan_file)
             except InvalidPlanError as e:
-                raise e.with_context(table=table.name) from e
+                raise e.with_context(table=table.label) from e
         outputs = group.num_output_file_groups if group.num_output_file_groups is not None else 1
         if outputs < 0:
             raise checker.bad(f"input group {index} has numOutputFileGroups {outputs}")

@@ -126,13 +126,13 @@ def plan_compaction(
     config = table.config
     if not config.is_mor:
         raise UnsupportedTableError(
-            f"compaction needs a merge-on-read table, not {config.table_type}", table=table.name
+            f"compaction needs a merge-on-read table, not {config.table_type}", table=table.label
         )
     tl = timeline if timeline is not None else table.timeline()
     newer = [i for i in tl if i.requested_time >= instant_time]
     if newer:
         raise InvalidTimelineError(
-            f"compaction instant {instant_time} is not newer than {newer[0]} on the timeline", table=table.name
+            f"compaction instant {instant_time} is not newer than {newer[0]} on the timeline", table=table.label
         )
     blocking = blocking_pending_write(tl, instant_time, config.version)
     if blocking is not None:
@@ -140,7 +140,7 @@ def plan_compaction(
             f"cannot schedule a compaction at {instant_time}: write {blocking} is still pending "
             "(table version 6 needs every earlier write completed or rolled back first)",
             blocking=blocking,
-            table=table.name,
+            table=table.label,
         )
     fsv = view if view is not None else table.file_system_view(timeline=tl)
     partitions, left_out = day_based_partitions(fsv.partitions(), policy)

@@ -63,7 +63,7 @@ def _resolve_one(
     plan_file: str,
 ) -> ResolvedOperation:
     def bad(problem: str) -> InvalidPlanError:
-        return InvalidPlanError(problem, table=table.name, path=plan_file)
+        return InvalidPlanError(problem, table=table.label, path=plan_file)
 
     if not op.file_id:
         raise bad(f"an operation has no fileId (partition {op.partition_path!r})")
@@ -101,7 +101,7 @@ def _resolve_one(
         if name not in known:
             raise FileMissingError(
                 f"file {name!r} of file group {op.file_id!r} named by the plan does not exist",
-                table=table.name,
+                table=table.label,
                 path=plan_file,
             )
 
@@ -153,7 +153,7 @@ def validate_compaction_plan(
         if fg in seen:
             raise InvalidPlanError(
                 f"file group {resolved.file_id!r} in partition {resolved.partition!r} appears twice",
-                table=table.name,
+                table=table.label,
                 path=plan_file,
             )
         seen.add(fg)
