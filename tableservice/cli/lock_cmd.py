@@ -34,9 +34,19 @@ def _resolve(config_path: str, name: str) -> tuple[LockSettings, HudiTable]:
     """The table's effective lock settings (with its overrides) and the table."""
     config = load_config(config_path)
     storage = Storage(storage_options(config))
-    for entry in resolve_named_tables(config.resolve_tables(storage), storage):
+    entries = resolve_named_tables(config.resolve_tables(storage), storage)
+    for entry in entries:
         if name in (entry.name, entry.uri):
-            return config.effective_locks(entry), HudiTable.open(storage, entry.uri)
+            return config.effective_locks(entry), HudiTable.open(storage, entry.uri, label=entry.name)
+    # Hudi's own name is accepted too when exactly one table carries it
+    tables = [(e, HudiTable.open(storage, e.uri, label=e.name)) for e in entries]
+    matches = [(e, t) for e, t in tables if t.name == name]
+    if len(matches) == 1:
+        entry, table = matches[0]
+        return config.effective_locks(entry), table
+    if matches:
+        listed = ", ".join(f"{e.name} ({e.uri})" for e, _ in matches)
+        raise ConfigError(f"--table {name!r}: several tables have that hoodie.table.name: {listed}; use their names")
     raise ConfigError(f"--table {name!r}: no configured or discovered table has that name")
 
 
