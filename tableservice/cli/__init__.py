@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from tableservice import __version__
 from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, index_cmd, lock_cmd, service_cmd, table_cmd
+from tableservice.cli.locations import resolve_locations
 from tableservice.errors import ConfigError, TableServiceError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -33,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    resolve_locations(args)
     handler: Handler = args.handler
     try:
         return handler(args)

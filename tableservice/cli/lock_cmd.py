@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tableservice.cli.locations import absolute_location
 from tableservice.config import load_config
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError
@@ -36,7 +37,7 @@ def _resolve(config_path: str, name: str) -> tuple[LockSettings, HudiTable]:
     storage = Storage(storage_options(config))
     for entry in config.resolve_tables(storage):
         table = HudiTable.open(storage, entry.uri)
-        if name in (entry.name, table.name, entry.uri):
+        if name in (entry.name, table.name, entry.uri) or absolute_location(name) == entry.uri:
             return config.effective_locks(entry), table
     raise ConfigError(f"--table {name!r}: no configured or discovered table has that name")
 
