@@ -62,6 +62,13 @@ class StorageError(RetryableError):
     """An I/O operation failed for a reason other than the file's content."""
 
 
+class StorageFullError(StorageError):
+    """A write failed because the device is full or a quota is exhausted (ENOSPC, EDQUOT). Retryable: other
+    processes free space (cleaning, archival, the operator), so the daemon backs off and tries again; a table that
+    keeps failing is quarantined after `service.retry.quarantine_after_failures` attempts, like any retryable
+    failure. Nothing partial is left behind (temp files are removed)."""
+
+
 class LockError(RetryableError):
     """A lock could not be acquired in time, or was lost while held."""
 
