@@ -19,6 +19,7 @@ from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
 from tableservice.planning.clean.plan import plan_clean
 from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.planning.clustering.plan import ClusteringPolicy, plan_clustering
 from tableservice.storage import Storage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,6 +106,14 @@ def test_planners_refuse_a_table_opened_at_a_relative_path(tmp_path: Path, monke
     with pytest.raises(InvalidPlanError) as err:
         plan_rollback(table, last)
     assert err.value.path is not None and err.value.path.startswith("tbl/")
+    with pytest.raises(InvalidPlanError) as err:
+        plan_clustering(table, "29990101000000000", ClusteringPolicy())
+    assert err.value.path is not None and err.value.path.startswith("tbl/")
     # The same table opened at its absolute path plans normally.
-    planned = plan_clean(HudiTable.open(Storage(), str(tmp_path / "tbl")), "29990101000000000", policy)
+    absolute = HudiTable.open(Storage(), str(tmp_path / "tbl"))
+    planned = plan_clean(absolute, "29990101000000000", policy)
     assert planned is not None
+    clustering = plan_clustering(absolute, "29990101000000000", ClusteringPolicy())
+    assert clustering is not None
+    paths = [s.data_file_path for g in clustering.input_groups or () for s in g.slices or ()]
+    assert paths and all(str(p).startswith(f"file:{tmp_path}/tbl/") for p in paths)
