@@ -15,6 +15,24 @@ ValueErrors that never leave their module: they are turned into the typed errors
 
 from __future__ import annotations
 
+import re
+
+# Credentials inside URLs and connect strings: `scheme://user:password@host`, ZooKeeper's `user:pass@host:2181`
+# (at the start or after a comma), and `token=` parameters (Spark Connect's `sc://host/;token=...`, query strings).
+_USER_INFO = re.compile(r"(^|://|,|\s|[\"'(=])([^\s/@,:\"'(=]*:[^\s/@,\"']*)@(?=[^\s@])")
+_TOKEN_PARAM = re.compile(r"(?i)([;?&]\s*token\s*=)[^;&\s\"']*")
+
+
+def has_url_credentials(text: str) -> bool:
+    """Whether `text` holds a user:password pair before an `@` or a `token=` parameter."""
+    return bool(_USER_INFO.search(text) or _TOKEN_PARAM.search(text))
+
+
+def redact_url_credentials(text: str) -> str:
+    """`text` with user-info (`user:password@` -> `***@`) and `token=` parameters (`token=***`) masked."""
+    text = _USER_INFO.sub(lambda m: f"{m.group(1)}***@", text)
+    return _TOKEN_PARAM.sub(lambda m: f"{m.group(1)}***", text)
+
 
 class TableServiceError(Exception):
     """Root of every error raised on purpose by tableservice."""
@@ -22,6 +40,9 @@ class TableServiceError(Exception):
     retryable: bool = False
 
     def __init__(self, problem: str, *, table: str | None = None, path: str | None = None) -> None:
+        # No error ever carries credentials a URL held (an endpoint's user-info, a Spark Connect token).
+        problem = redact_url_credentials(problem)
+        path = redact_url_credentials(path) if path is not None else None
         self.problem = problem
         self.table = table
         self.path = path
@@ -60,6 +81,13 @@ class PermanentError(TableServiceError):
 
 class StorageError(RetryableError):
     """An I/O operation failed for a reason other than the file's content."""
+
+
+class StorageFullError(StorageError):
+    """A write failed because the device is full or a quota is exhausted (ENOSPC, EDQUOT). Retryable: other
+    processes free space (cleaning, archival, the operator), so the daemon backs off and tries again; a table that
+    keeps failing is quarantined after `service.retry.quarantine_after_failures` attempts, like any retryable
+    failure. Nothing partial is left behind (temp files are removed)."""
 
 
 class LockError(RetryableError):

@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 
 from tableservice import __version__
 from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, index_cmd, lock_cmd, service_cmd, table_cmd
+from tableservice.cli.locations import resolve_locations
+from tableservice.cli.logsetup import RedactingFormatter
 from tableservice.errors import ConfigError, TableServiceError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -32,10 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    handler: Handler = args.handler
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
+    resolve_locations(args)
+    command: Handler = args.handler
     try:
-        return handler(args)
+        return command(args)
     except ConfigError as e:
         print(f"tableservice: configuration error: {e}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tableservice.cli.locations import absolute_location
 from tableservice.config import load_config, resolve_named_tables
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError
@@ -36,7 +37,7 @@ def _resolve(config_path: str, name: str) -> tuple[LockSettings, HudiTable]:
     storage = Storage(storage_options(config))
     entries = resolve_named_tables(config.resolve_tables(storage), storage)
     for entry in entries:
-        if name in (entry.name, entry.uri):
+        if name in (entry.name, entry.uri) or absolute_location(name) == entry.uri:
             return config.effective_locks(entry), HudiTable.open(storage, entry.uri, label=entry.name)
     # Hudi's own name is accepted too when exactly one table carries it
     tables = [(e, HudiTable.open(storage, e.uri, label=e.name)) for e in entries]

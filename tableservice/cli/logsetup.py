@@ -10,13 +10,22 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from tableservice.errors import redact_url_credentials
+
 CONTEXT_FIELDS = ("table", "instant", "action", "address")
 _SECRET = re.compile(r"(?i)(secret|password|token|credential|aws_secret_access_key)(\s*[=:]\s*)([^\s,;]+)")
 
 
 def redact(text: str) -> str:
-    """Mask values that follow secret-looking keys."""
-    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    """Mask values that follow secret-looking keys, and credentials inside URLs (`user:password@`, `token=`)."""
+    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", redact_url_credentials(text))
+
+
+class RedactingFormatter(logging.Formatter):
+    """A plain `logging.Formatter` (the command line's) whose lines go through `redact`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 class TextFormatter(logging.Formatter):

@@ -96,9 +96,10 @@ class OperatorTable:
         return result
 
 
-def _entry(config: DaemonConfig, uri: str) -> TableEntry:
-    """The configured entry for `uri` (its location, or a configured name), else the table with `defaults`."""
-    listed = config.table(uri) or next((t for t in config.tables if t.name == uri), None)
+def _entry(config: DaemonConfig, uri: str, given: str) -> TableEntry:
+    """The configured entry for `uri` (its absolute location) or for `given` (what was typed: a configured name),
+    else the table at `uri` with `defaults`."""
+    listed = config.table(uri) or next((t for t in config.tables if t.name == given), None)
     return listed if listed is not None else TableEntry.model_validate({"uri": uri})
 
 
@@ -120,7 +121,7 @@ def operator_table(args: argparse.Namespace, service: str | None = None) -> Iter
     if path is None:
         print(NO_CONFIG_NOTICE, file=sys.stderr)
     config = load_config(path) if path is not None else DaemonConfig()
-    entry = _entry(config, args.uri)
+    entry = _entry(config, args.uri, getattr(args, "uri_given", args.uri))
     options = parse_options(getattr(args, "option", []))
     settings = dataclasses.replace(table_settings(config, entry), **_services(config, entry, service, options))
     spark = executor_settings(config)

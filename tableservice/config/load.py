@@ -39,21 +39,29 @@ from tableservice.config.schema import (
     model_keys,
     suggest,
 )
-from tableservice.errors import ConfigError, FileMissingError, StorageError
+from tableservice.errors import ConfigError, FileMissingError, StorageError, has_url_credentials
 from tableservice.storage import Storage
 
 ENV_PREFIX = "TABLESERVICE__"
 
+# Keys that hold credentials, under any prefix (`spark.hadoop.`, `spark.hadoop.fs.s3a.bucket.<b>.`, ...): passwords,
+# AWS keys and tokens, Azure account keys (`fs.azure.account.key.<account>...`) and SAS tokens (`fs.azure.sas.*`),
+# S3A encryption keys (`fs.s3a.encryption.key`, `fs.s3a.server-side-encryption.key`), GCS service-account private
+# keys (`fs.gs.auth.service.account.private.key`, `.private.key.id`).
 _SECRET_KEY = re.compile(
-    r"secret|password|passwd|access[._-]?key|session[._-]?token|private[._-]?key|api[._-]?key", re.IGNORECASE
+    r"secret|password|passwd|access[._-]?key|session[._-]?token|private[._-]?key|api[._-]?key|account[._-]?key"
+    r"|encryption[._-]?key|(^|\.)sas(\.|$)",
+    re.IGNORECASE,
 )
-# Keys that name secrets kept elsewhere rather than hold one (Spark on Kubernetes mounts Kubernetes secrets).
-_SECRET_REFERENCE = re.compile(r"^spark\.kubernetes\.|secretKeyRef", re.IGNORECASE)
+# Keys that name secrets kept elsewhere rather than hold one (Spark on Kubernetes mounts Kubernetes secrets; the
+# class that provides SAS tokens).
+_SECRET_REFERENCE = re.compile(r"^spark\.kubernetes\.|secretKeyRef|\.sas\.token\.provider\.type$", re.IGNORECASE)
 _AWS_KEY_ID = re.compile(r"^(AKIA|ASIA)[A-Z0-9]{16}$")
 _WHERE_SECRETS_GO = (
     "credentials never go in the configuration file: use the usual AWS sources (AWS_ACCESS_KEY_ID / "
     "AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN environment variables, a profile via AWS_PROFILE, or the "
-    "instance or pod role); Spark's S3A connector reads the same sources"
+    "instance or pod role); Spark's S3A connector reads the same sources; other stores' keys and tokens (Azure, "
+    "GCS, Spark Connect, ZooKeeper) come from the environment or the workload's identity too"
 )
 _MAX_VALUE_CHARS = 80
 
@@ -305,7 +313,8 @@ def _env_loc(segments: list[str]) -> Loc:
 
 
 def find_secrets(data: Any, loc: Loc = ()) -> list[ConfigIssue]:
-    """Keys that look like credentials and values that look like AWS access key ids; values are never shown."""
+    """Keys that look like credentials, values that look like AWS access key ids and values holding credentials
+    inside a URL or connect string (`user:password@`, `token=`); values are never shown."""
     out: list[ConfigIssue] = []
     if isinstance(data, dict):
         for key, value in data.items():
@@ -319,6 +328,8 @@ def find_secrets(data: Any, loc: Loc = ()) -> list[ConfigIssue]:
             out.extend(find_secrets(value, (*loc, i)))
     elif isinstance(data, str) and _AWS_KEY_ID.match(data.strip()):
         out.append(ConfigIssue(loc, "looks like an AWS access key id; " + _WHERE_SECRETS_GO))
+    elif isinstance(data, str) and has_url_credentials(data):
+        out.append(ConfigIssue(loc, "holds credentials inside a URL (user:password@ or token=); " + _WHERE_SECRETS_GO))
     return out
 
 

@@ -35,17 +35,26 @@ _UNSUPPORTED = {
 }
 
 
+# Upper bounds of the lock settings: waits beyond them are unit mistakes (milliseconds taken for seconds);
+# DynamoDB's default per-table capacity quota is 40,000 units.
+MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
+DYNAMODB_MAX_CAPACITY = 40_000
+
+
 class LockSettings(BaseModel):
     """Lock provider and its settings (global `locks`, overridable per table in `tables[i].locks`)."""
 
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
     provider: str = Field(default=IN_PROCESS, alias="hoodie.write.lock.provider")
-    wait_time_ms: int = Field(default=60_000, alias="hoodie.write.lock.wait_time_ms", ge=1)
-    num_retries: int = Field(default=15, alias="hoodie.write.lock.num_retries", ge=0)
-    wait_time_ms_between_retry: int = Field(default=1_000, alias="hoodie.write.lock.wait_time_ms_between_retry", ge=1)
+    wait_time_ms: int = Field(default=60_000, alias="hoodie.write.lock.wait_time_ms", ge=1, le=HOUR_MS)
+    num_retries: int = Field(default=15, alias="hoodie.write.lock.num_retries", ge=0, le=1000)
+    wait_time_ms_between_retry: int = Field(
+        default=1_000, alias="hoodie.write.lock.wait_time_ms_between_retry", ge=1, le=10 * MINUTE_MS
+    )
     max_wait_time_ms_between_retry: int = Field(
-        default=16_000, alias="hoodie.write.lock.max_wait_time_ms_between_retry", ge=1
+        default=16_000, alias="hoodie.write.lock.max_wait_time_ms_between_retry", ge=1, le=10 * MINUTE_MS
     )
 
     zookeeper_url: str | None = Field(default=None, alias="hoodie.write.lock.zookeeper.url", min_length=1)
@@ -53,10 +62,10 @@ class LockSettings(BaseModel):
     zookeeper_base_path: str | None = Field(default=None, alias="hoodie.write.lock.zookeeper.base_path", min_length=1)
     zookeeper_lock_key: str | None = Field(default=None, alias="hoodie.write.lock.zookeeper.lock_key", min_length=1)
     zookeeper_session_timeout_ms: int = Field(
-        default=60_000, alias="hoodie.write.lock.zookeeper.session_timeout_ms", ge=1
+        default=60_000, alias="hoodie.write.lock.zookeeper.session_timeout_ms", ge=1, le=HOUR_MS
     )
     zookeeper_connection_timeout_ms: int = Field(
-        default=15_000, alias="hoodie.write.lock.zookeeper.connection_timeout_ms", ge=1
+        default=15_000, alias="hoodie.write.lock.zookeeper.connection_timeout_ms", ge=1, le=10 * MINUTE_MS
     )
 
     dynamodb_table: str | None = Field(default=None, alias="hoodie.write.lock.dynamodb.table", min_length=1)
@@ -70,10 +79,14 @@ class LockSettings(BaseModel):
     dynamodb_billing_mode: Literal["PAY_PER_REQUEST", "PROVISIONED"] = Field(
         default="PAY_PER_REQUEST", alias="hoodie.write.lock.dynamodb.billing_mode"
     )
-    dynamodb_read_capacity: int = Field(default=20, alias="hoodie.write.lock.dynamodb.read_capacity", ge=1)
-    dynamodb_write_capacity: int = Field(default=10, alias="hoodie.write.lock.dynamodb.write_capacity", ge=1)
+    dynamodb_read_capacity: int = Field(
+        default=20, alias="hoodie.write.lock.dynamodb.read_capacity", ge=1, le=DYNAMODB_MAX_CAPACITY
+    )
+    dynamodb_write_capacity: int = Field(
+        default=10, alias="hoodie.write.lock.dynamodb.write_capacity", ge=1, le=DYNAMODB_MAX_CAPACITY
+    )
     dynamodb_table_creation_timeout: int = Field(
-        default=600_000, alias="hoodie.write.lock.dynamodb.table_creation_timeout", ge=1
+        default=600_000, alias="hoodie.write.lock.dynamodb.table_creation_timeout", ge=1, le=HOUR_MS
     )
 
     @field_validator("provider", mode="before")

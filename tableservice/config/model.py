@@ -22,6 +22,10 @@ from tableservice.config.policy import HudiValue, PolicySet, merge_policy
 from tableservice.config.schema import ConfigIssue, ConfigIssues, MirrorOf, issue, issues_from_error
 from tableservice.storage import Storage, StorageOptions, to_uri
 
+# Upper bounds of the daemon's own durations (seconds): beyond them a value is a unit mistake.
+DAY_SECONDS = 86_400
+WEEK_SECONDS = 7 * DAY_SECONDS
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
@@ -33,10 +37,10 @@ class _Section(BaseModel):
 class RetrySettings(_Section):
     """Back-off after a failed action, and quarantine of a table that keeps failing."""
 
-    initial_backoff_seconds: float = Field(default=30.0, gt=0)
-    max_backoff_seconds: float = Field(default=1800.0, gt=0)
-    quarantine_after_failures: int = Field(default=5, ge=1)
-    quarantine_seconds: float = Field(default=3600.0, gt=0)
+    initial_backoff_seconds: float = Field(default=30.0, gt=0, le=DAY_SECONDS, allow_inf_nan=False)
+    max_backoff_seconds: float = Field(default=1800.0, gt=0, le=DAY_SECONDS, allow_inf_nan=False)
+    quarantine_after_failures: int = Field(default=5, ge=1, le=1000)
+    quarantine_seconds: float = Field(default=3600.0, gt=0, le=WEEK_SECONDS, allow_inf_nan=False)
 
     @_model_validator(mode="after")
     def _ordered(self) -> RetrySettings:
@@ -73,10 +77,10 @@ class LogSettings(_Section):
 
 
 class ServiceSettings(_Section):
-    poll_interval_seconds: float = Field(default=30.0, gt=0)
-    poll_jitter: float = Field(default=0.1, ge=0, lt=1)
-    max_concurrent_actions: int = Field(default=2, ge=1)
-    shutdown_grace_seconds: float = Field(default=120.0, ge=0)
+    poll_interval_seconds: float = Field(default=30.0, gt=0, le=DAY_SECONDS, allow_inf_nan=False)
+    poll_jitter: float = Field(default=0.1, ge=0, lt=1, allow_inf_nan=False)
+    max_concurrent_actions: int = Field(default=2, ge=1, le=256)
+    shutdown_grace_seconds: float = Field(default=120.0, ge=0, le=DAY_SECONDS, allow_inf_nan=False)
     retry: RetrySettings = RetrySettings()
     http: HttpSettings = HttpSettings()
     log: LogSettings = LogSettings()
@@ -213,7 +217,7 @@ class DiscoveryRoot(_Section):
     """A folder searched for tables: folders holding `.hoodie/hoodie.properties` under `root`."""
 
     root: str = Field(min_length=1)
-    max_depth: int = Field(default=3, ge=0)
+    max_depth: int = Field(default=3, ge=0, le=32)
     include: list[str] = []
     exclude: list[str] = []
 

@@ -20,7 +20,7 @@ from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.planning.indexing.policy import IndexingPolicy
-from tableservice.planning.keyed_policy import HudiKeyedPolicy
+from tableservice.planning.keyed_policy import HudiKeyedPolicy, whole_number_error
 from tableservice.planning.metadata.policy import MetadataPolicy
 
 HudiValue = str | int | float | bool
@@ -62,10 +62,15 @@ def _validate_failed_writes(values: Mapping[str, HudiValue]) -> Mapping[str, Hud
         if not isinstance(policy, str) or policy.strip().upper() not in ("EAGER", "LAZY", "NEVER"):
             raise issue(FAILED_WRITES_POLICY, "expected EAGER, LAZY or NEVER", policy)
         out[FAILED_WRITES_POLICY] = policy.strip().upper()
-    for key in (HEARTBEAT_INTERVAL, HEARTBEAT_MISSES):
+    for key, bound in ((HEARTBEAT_INTERVAL, 3_600_000), (HEARTBEAT_MISSES, 1000)):
         value = out.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise issue(key, "expected a positive integer", value)
+        if value is None:
+            continue
+        decimal = whole_number_error(value) if not isinstance(value, bool) else None
+        if decimal is not None:
+            raise issue(key, decimal, value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bound:
+            raise issue(key, f"expected a whole number from 1 to {bound}", value)
     return out
 
 

@@ -18,6 +18,8 @@ from typing import Any, Union
 
 from pydantic import BaseModel
 
+from tableservice.planning.keyed_policy import whole_number_error
+
 Loc = tuple[str | int, ...]
 
 _NO_VALUE: Any = object()
@@ -225,6 +227,9 @@ def placement_hint(key: str) -> str:
     return ""
 
 
+_INT_KINDS = frozenset({"int_type", "int_parsing", "int_from_float"})
+
+
 def issues_from_error(error: Any, root: type[BaseModel]) -> list[ConfigIssue]:
     """Turn a pydantic ValidationError raised while validating `root` into issues at key paths."""
     out: list[ConfigIssue] = []
@@ -245,6 +250,8 @@ def issues_from_error(error: Any, root: type[BaseModel]) -> list[ConfigIssue]:
             out.append(ConfigIssue(loc, "required key is missing"))
         else:
             message = str(exc) if isinstance(exc, ValueError) else err["msg"]
+            if kind in _INT_KINDS and not isinstance(err.get("input"), bool):
+                message = whole_number_error(err.get("input")) or message
             out.append(ConfigIssue(loc, message, err.get("input", _NO_VALUE)))
     return out
 

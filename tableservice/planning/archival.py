@@ -66,7 +66,7 @@ from tableservice.hudi.timeline.instant import (
 from tableservice.planning.clean.plan import SAVEPOINTED_TIMESTAMPS
 from tableservice.planning.clean.policy import CleanerPolicyName, CleanPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy, CompactionTriggerStrategy
-from tableservice.planning.keyed_policy import HudiKeyedPolicy
+from tableservice.planning.keyed_policy import MAX_COUNT, HudiKeyedPolicy
 from tableservice.storage import FileInfo
 
 _OWN_PREFIXES = ("hoodie.keep.", "hoodie.archive.", "hoodie.commits.archival.", "hoodie.timeline.compaction.")
@@ -97,20 +97,30 @@ class ArchivalPolicy(HudiKeyedPolicy):
     own_prefixes: ClassVar[tuple[str, ...]] = _OWN_PREFIXES
 
     min_commits: int = Field(
-        default=20, ge=1, validation_alias="hoodie.keep.min.commits", serialization_alias="hoodie.keep.min.commits"
+        default=20,
+        ge=1,
+        le=MAX_COUNT,
+        validation_alias="hoodie.keep.min.commits",
+        serialization_alias="hoodie.keep.min.commits",
     )
     max_commits: int = Field(
-        default=30, ge=2, validation_alias="hoodie.keep.max.commits", serialization_alias="hoodie.keep.max.commits"
+        default=30,
+        ge=2,
+        le=MAX_COUNT,
+        validation_alias="hoodie.keep.max.commits",
+        serialization_alias="hoodie.keep.max.commits",
     )
     timeline_compaction_batch_size: int = Field(
         default=10,
         ge=2,
+        le=MAX_COUNT,
         validation_alias="hoodie.timeline.compaction.batch.size",
         serialization_alias="hoodie.timeline.compaction.batch.size",
     )
     archival_batch: int = Field(
         default=10,
         ge=1,
+        le=MAX_COUNT,
         validation_alias="hoodie.commits.archival.batch",
         serialization_alias="hoodie.commits.archival.batch",
     )

@@ -3,12 +3,40 @@ configuration mapping (string values allowed) and written back as Hudi-keyed str
 
 from __future__ import annotations
 
+import re
+import types
+import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from tableservice.errors import ConfigError
+
+_DECIMAL = re.compile(r"\s*[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][-+]?\d+)\s*")
+
+# Upper bounds a production operator finds sensible for Hudi's numeric keys, by kind (values beyond them are typos
+# or unit mistakes: a count in the billions, bytes in exabytes).
+MAX_COUNT = 100_000  # commits, versions, groups, partitions, batches
+MAX_HOURS = 24 * 365 * 10  # ten years
+MAX_SECONDS = 3600 * 24 * 365  # a year
+MAX_BYTES = 1 << 40  # 1 TiB for one file, one group, one threshold
+MAX_MB = 1 << 30  # 1 PiB in MB (hoodie.compaction.target.io)
+
+
+def whole_number_error(value: Any) -> str | None:
+    """The message for a decimal given where a whole number is expected (2.5, 1e26, "1.0"), else None."""
+    if isinstance(value, float) or (isinstance(value, str) and _DECIMAL.fullmatch(value)):
+        return f"expected a whole number (an integer), got {value!r}"
+    return None
+
+
+def _is_int_field(annotation: Any) -> bool:
+    if annotation is int:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return int in typing.get_args(annotation) and float not in typing.get_args(annotation)
+    return False
 
 
 class HudiKeyedPolicy(BaseModel):
@@ -21,6 +49,17 @@ class HudiKeyedPolicy(BaseModel):
     own_prefixes: ClassVar[tuple[str, ...]] = ()
     ignored_own_keys: ClassVar[frozenset[str]] = frozenset()
     key_aliases: ClassVar[Mapping[str, str]] = {}
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """Integer keys refuse decimals (2.5, 1e26, "3.0") rather than round or truncate them."""
+        name = info.field_name
+        if name is not None and _is_int_field(cls.model_fields[name].annotation) and not isinstance(value, bool):
+            problem = whole_number_error(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
 
     @classmethod
     def keys(cls) -> dict[str, str]:

@@ -1,5 +1,27 @@
 """The one I/O boundary: local paths and `s3://` URIs through pyarrow.fs."""
 
-from tableservice.storage.fs import FileInfo, Storage, StorageOptions, join, parent, to_uri
+from tableservice.storage.fs import (
+    STALE_TEMP_AGE_MS,
+    TEMP_PREFIX,
+    FileInfo,
+    Storage,
+    StorageOptions,
+    is_temp_file,
+    join,
+    parent,
+    storage_error,
+    to_uri,
+)
 
-__all__ = ["FileInfo", "Storage", "StorageOptions", "join", "parent", "to_uri"]
+__all__ = [
+    "STALE_TEMP_AGE_MS",
+    "TEMP_PREFIX",
+    "FileInfo",
+    "Storage",
+    "StorageOptions",
+    "is_temp_file",
+    "join",
+    "parent",
+    "storage_error",
+    "to_uri",
+]

@@ -3,11 +3,22 @@
 Every method takes a *location*: a local path, a `file:` URI, or an `s3://` / `s3a://` URI. Locations are
 kept as the user gave them (normalised to `s3://` and plain local paths) so that paths written into Hudi
 metadata look like the ones Hudi writes.
+
+Local whole-file writes go through a temp file in the target's folder (`.tmp-*`, `TEMP_PREFIX`): written in full,
+fsynced, then renamed or hard-linked into place. Any failure on the way (ENOSPC, a short write, fsync, the rename,
+a KeyboardInterrupt) removes the temp file before the error leaves. Listings never show `.tmp-*` files (a killed
+process can leave one: it is neither an instant nor a data file); the timeline's listing under the table lock
+(`ActiveTimeline.load(sweep_temp_files=True)`) deletes those older than `STALE_TEMP_AGE_MS`.
+Write errors are StorageErrors naming the target file and the OS's reason; a full device or an exhausted quota
+(ENOSPC, EDQUOT) is a StorageFullError: retryable, since space is freed by other processes (cleaning, the
+operator), so the daemon backs off and, if it persists, quarantines the table after
+`service.retry.quarantine_after_failures` attempts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import tempfile
@@ -19,12 +30,22 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError
+from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError, StorageFullError
 
 _S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 # Files we create are readable by other users (Spark executors often run as another user); temp files from
 # mkstemp would otherwise be 0600.
 _FILE_MODE = 0o644
+# Temp files of whole-file writes; listings leave them out.
+TEMP_PREFIX = ".tmp-"
+# A temp file older than this belongs to no running write (timeline files are written in milliseconds).
+STALE_TEMP_AGE_MS = 3600 * 1000
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_temp_file(name: str) -> bool:
+    """Whether a file name is one of our temp files (`.tmp-*`)."""
+    return name.startswith(TEMP_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -164,7 +185,7 @@ class Storage:
         except FileNotFoundError as e:
             raise FileMissingError("file does not exist", path=location) from e
         except OSError as e:
-            raise _io_error("read failed", location, e) from e
+            raise storage_error("read failed", location, e) from e
 
     def open_input_file(self, location: str) -> pa.NativeFile:
         """A random-access file (for Parquet footers and row groups)."""
@@ -174,7 +195,7 @@ class Storage:
         except FileNotFoundError as e:
             raise FileMissingError("file does not exist", path=location) from e
         except OSError as e:
-            raise _io_error("open failed", location, e) from e
+            raise storage_error("open failed", location, e) from e
 
     def info(self, location: str) -> FileInfo | None:
         """Size and modification time of a file, or None when it does not exist."""
@@ -182,7 +203,7 @@ class Storage:
         try:
             fi = fs.get_file_info(path)
         except OSError as e:
-            raise _io_error("stat failed", location, e) from e
+            raise storage_error("stat failed", location, e) from e
         if fi.type == pafs.FileType.NotFound:
             return None
         return _file_info(location, fi)
@@ -190,69 +211,62 @@ class Storage:
     def exists(self, location: str) -> bool:
         return self.info(location) is not None
 
-    def list(self, location: str, *, recursive: bool = False) -> list[FileInfo]:
-        """Entries under a folder; an absent folder lists as empty."""
+    def list(self, location: str, *, recursive: bool = False, temp_files: bool = False) -> list[FileInfo]:
+        """Entries under a folder; an absent folder lists as empty. Temp files (`.tmp-*`) are left out unless
+        `temp_files`."""
         fs, path = self._resolve(location)
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
         try:
             infos = fs.get_file_info(selector)
         except OSError as e:
-            raise _io_error("listing failed", location, e) from e
+            raise storage_error("listing failed", location, e) from e
         base = location.rstrip("/")
         out = []
         for fi in infos:
             rel = fi.path[len(path.rstrip("/")) + 1 :]
+            if not temp_files and is_temp_file(posixpath.basename(rel)):
+                continue
             out.append(_file_info(f"{base}/{rel}", fi))
         return out
 
     # --- writes ------------------------------------------------------------------------------------
 
     def write_bytes(self, location: str, data: bytes) -> None:
-        """Write a whole file, replacing what was there. Local writes land atomically (temp + rename)."""
+        """Write a whole file, replacing what was there. Local writes land atomically (temp + fsync + rename); the
+        temp file is removed whatever fails."""
         fs, path = self._resolve(location)
-        try:
-            if fs is self._local:
-                directory = os.path.dirname(path)
-                os.makedirs(directory, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-                try:
-                    os.fchmod(fd, _FILE_MODE)
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(data)
-                    os.replace(tmp, path)
-                except BaseException:
-                    _unlink_quietly(tmp)
-                    raise
-            else:
+        if fs is not self._local:
+            try:
                 with fs.open_output_stream(path) as f:
                     f.write(data)
-        except OSError as e:
-            raise _io_error("write failed", location, e) from e
+            except OSError as e:
+                raise storage_error("write failed", location, e) from e
+            return
+        tmp = _write_temp(path, data, location)
+        try:
+            os.replace(tmp, path)
+        except BaseException as e:
+            _unlink_quietly(tmp)
+            if isinstance(e, OSError):
+                raise storage_error("write failed", location, e) from e
+            raise
 
     def create_if_absent(self, location: str, data: bytes) -> None:
         """Create a file with `data` only if nothing exists at `location`, atomically.
 
-        Raises AlreadyExistsError when the file exists. Local: the content is written to a temp file and
-        hard-linked into place, so no reader ever sees a partial file. S3: a conditional PUT
-        (`If-None-Match: *`).
+        Raises AlreadyExistsError when the file exists. Local: the content is written to a temp file (fsynced)
+        and hard-linked into place, so no reader ever sees a partial file; the temp file is removed whatever
+        fails. S3: a conditional PUT (`If-None-Match: *`).
         """
         fs, path = self._resolve(location)
         if fs is self._local:
-            directory = os.path.dirname(path)
-            try:
-                os.makedirs(directory, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-                os.fchmod(fd, _FILE_MODE)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-            except OSError as e:
-                raise _io_error("write failed", location, e) from e
+            tmp = _write_temp(path, data, location)
             try:
                 os.link(tmp, path)
             except FileExistsError as e:
                 raise AlreadyExistsError("file already exists", path=location) from e
             except OSError as e:
-                raise _io_error("create failed", location, e) from e
+                raise storage_error("create failed", location, e) from e
             finally:
                 _unlink_quietly(tmp)
             return
@@ -274,14 +288,14 @@ class Storage:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             return fs.open_output_stream(path)
         except OSError as e:
-            raise _io_error("open for write failed", location, e) from e
+            raise storage_error("open for write failed", location, e) from e
 
     def mkdirs(self, location: str) -> None:
         fs, path = self._resolve(location)
         try:
             fs.create_dir(path, recursive=True)
         except OSError as e:
-            raise _io_error("mkdir failed", location, e) from e
+            raise storage_error("mkdir failed", location, e) from e
 
     def delete(self, location: str, *, missing_ok: bool = True) -> bool:
         """Delete one file. Returns False if it did not exist (or raises when `missing_ok` is False)."""
@@ -294,7 +308,7 @@ class Storage:
                 return False
             raise FileMissingError("file does not exist", path=location) from e
         except OSError as e:
-            raise _io_error("delete failed", location, e) from e
+            raise storage_error("delete failed", location, e) from e
 
     def delete_dir(self, location: str) -> None:
         fs, path = self._resolve(location)
@@ -303,7 +317,7 @@ class Storage:
         except FileNotFoundError:
             return
         except OSError as e:
-            raise _io_error("delete dir failed", location, e) from e
+            raise storage_error("delete dir failed", location, e) from e
 
     def rename(self, src: str, dst: str) -> None:
         fs, spath = self._resolve(src)
@@ -313,7 +327,7 @@ class Storage:
         except FileNotFoundError as e:
             raise FileMissingError("file does not exist", path=src) from e
         except OSError as e:
-            raise _io_error("rename failed", src, e) from e
+            raise storage_error("rename failed", src, e) from e
 
     def touch(self, location: str) -> None:
         """Create or rewrite an empty file (heartbeats): its modification time becomes now."""
@@ -336,8 +350,44 @@ def _file_info(location: str, fi: pafs.FileInfo) -> FileInfo:
     )
 
 
-def _io_error(what: str, location: str, e: OSError) -> StorageError:
-    return StorageError(f"{what}: {e}", path=location)
+def _write_temp(path: str, data: bytes, location: str) -> str:
+    """Write `data` in full to a new temp file beside `path` and fsync it; returns the temp file's path. On any
+    failure (including BaseExceptions such as KeyboardInterrupt) the temp file is removed before the error leaves;
+    OSErrors become StorageErrors naming `location`."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=TEMP_PREFIX)
+    except OSError as e:
+        raise storage_error("write failed", location, e) from e
+    try:
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            view = memoryview(data)
+            while view:  # os.write may write less than asked (a signal, a nearly full device)
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException as e:
+        _unlink_quietly(tmp)
+        if isinstance(e, OSError):
+            raise storage_error("write failed", location, e) from e
+        raise
+    return tmp
+
+
+def _os_reason(e: OSError) -> str:
+    """The OS's reason for a failure, without the file names it carries: `No space left on device (ENOSPC)`."""
+    code = e.errno
+    if code is not None and code in errno.errorcode:
+        return f"{os.strerror(code)} ({errno.errorcode[code]})"
+    return str(e)
+
+
+def storage_error(what: str, location: str, e: OSError) -> StorageError:
+    """A StorageError naming `location` and the OS's reason; StorageFullError for a full device or quota."""
+    cls = StorageFullError if e.errno in _FULL else StorageError
+    return cls(f"{what}: {_os_reason(e)}", path=location)
 
 
 def _unlink_quietly(path: str) -> None:

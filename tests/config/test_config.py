@@ -281,10 +281,10 @@ class CountingStorage(Storage):
         super().__init__(inner.options)
         self.listed: list[str] = []
 
-    def list(self, location: str, *, recursive: bool = False) -> list[FileInfo]:
+    def list(self, location: str, *, recursive: bool = False, temp_files: bool = False) -> list[FileInfo]:
         assert not recursive
         self.listed.append(location)
-        return super().list(location, recursive=recursive)
+        return super().list(location, recursive=recursive, temp_files=temp_files)
 
 
 def _check_discovery(storage: Storage, root: str) -> None:

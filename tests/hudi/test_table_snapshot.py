@@ -35,9 +35,9 @@ class CountingStorage(Storage):
         self.lists: list[str] = []
         self.reads: list[str] = []
 
-    def list(self, location: str, *, recursive: bool = False) -> list[FileInfo]:
+    def list(self, location: str, *, recursive: bool = False, temp_files: bool = False) -> list[FileInfo]:
         self.lists.append(location)
-        return super().list(location, recursive=recursive)
+        return super().list(location, recursive=recursive, temp_files=temp_files)
 
     def read_bytes(self, location: str) -> bytes:
         self.reads.append(location)

@@ -32,9 +32,9 @@ class _CountingStorage(Storage):
         super().__init__()
         self.lists: list[str] = []
 
-    def list(self, location: str, *, recursive: bool = False) -> list[Any]:
+    def list(self, location: str, *, recursive: bool = False, temp_files: bool = False) -> list[Any]:
         self.lists.append(location)
-        return super().list(location, recursive=recursive)
+        return super().list(location, recursive=recursive, temp_files=temp_files)
 
 
 def _run_until(daemon: Daemon, done: Any, timeout: float = 120) -> None:

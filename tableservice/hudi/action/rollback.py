@@ -23,7 +23,7 @@ import time
 
 from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.hudi.action.commit import Held, LockFactory, complete, no_lock
-from tableservice.hudi.action.plan_paths import resolve_absolute
+from tableservice.hudi.action.plan_paths import check_plan_location, resolve_absolute
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.hudi.file_group.rollback_blocks import append_rollback_block, has_blocks_of
 from tableservice.hudi.models import (
@@ -100,6 +100,9 @@ def plan_rollback(table: HudiTable, target: Instant) -> HoodieRollbackPlan:
         )
         for (p, fid, base), blocks in sorted(appended.items())
     )
+    for request in requests:  # a plan naming a relative path could only run in the folder it was made in
+        for location in (*request.files_to_be_deleted, *(request.log_blocks_to_be_deleted or {})):
+            check_plan_location(table.base_path, location, table=table.name)
     return HoodieRollbackPlan(
         instant_to_rollback=HoodieInstantInfo(commit_time=t, action=target.action.value),
         RollbackRequests=tuple(requests),

@@ -119,9 +119,10 @@ class HudiTable:
             return self.reload()
         return self._timeline
 
-    def reload(self) -> Timeline:
-        """A fresh timeline: one listing, plus `hoodie.properties` when it may have changed (module docstring)."""
-        timeline = self.active.load()
+    def reload(self, *, sweep_temp_files: bool = False) -> Timeline:
+        """A fresh timeline: one listing, plus `hoodie.properties` when it may have changed (module docstring).
+        `sweep_temp_files` (under the table lock) also deletes stale temp files of the timeline folder."""
+        timeline = self.active.load(sweep_temp_files=sweep_temp_files)
         mark = timeline.mark()
         if self._config_mark is None:
             self._config_mark = mark
@@ -257,7 +258,7 @@ class HudiTable:
         must be above every instant on it), make the plan on that timeline and write `<t>.<action>.requested`.
         None, and nothing written, when `plan` returns None."""
         with lock():
-            timeline = self.reload()
+            timeline = self.reload(sweep_temp_files=True)  # killed writers' temp files go while we hold the lock
             t = instant_time if instant_time is not None else self.active.new_instant_time(timeline)
             if any(t <= x for x in timeline.all_times()):
                 raise InvalidTimelineError(f"instant {t} is not above every instant on the timeline", table=self.label)

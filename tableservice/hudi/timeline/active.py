@@ -7,6 +7,8 @@ each state transition creates its file atomically and never overwrites another w
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +24,9 @@ from tableservice.hudi.timeline.instant import (
     parse_instant_file_name,
     timeline_timezone,
 )
-from tableservice.storage import FileInfo, Storage, join
+from tableservice.storage import STALE_TEMP_AGE_MS, FileInfo, Storage, is_temp_file, join
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -213,9 +217,18 @@ class ActiveTimeline:
 
     # --- reading -----------------------------------------------------------------------------------
 
-    def load(self) -> Timeline:
-        """One listing of the timeline folder."""
-        return build_timeline(self.storage.list(self.folder), self.layout_version)
+    def load(self, *, sweep_temp_files: bool = False) -> Timeline:
+        """One listing of the timeline folder (temp files `.tmp-*` are never instants). With `sweep_temp_files`
+        (a caller holding the table lock), temp files older than an hour, left by killed processes, are deleted."""
+        if not sweep_temp_files:
+            return build_timeline(self.storage.list(self.folder), self.layout_version)
+        files = self.storage.list(self.folder, temp_files=True)
+        stale = time.time() * 1000 - STALE_TEMP_AGE_MS
+        for fi in files:
+            if not fi.is_dir and is_temp_file(fi.name) and fi.mtime_ms < stale:
+                log.info("removing stale temp file %s", fi.location, extra={"table": self.config.name})
+                self.storage.delete(fi.location)
+        return build_timeline((fi for fi in files if not is_temp_file(fi.name)), self.layout_version)
 
     def path_of(self, instant: Instant) -> str:
         return join(self.folder, instant.file_name(self.layout_version))

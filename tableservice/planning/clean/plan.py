@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, TypeVar, cast
 
 from tableservice.errors import InvalidPlanError, InvalidTimelineError, TableServiceError
+from tableservice.hudi.action.plan_paths import plan_location
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.hudi.models import (
     HoodieActionInstant,
@@ -329,11 +330,10 @@ def retention_for(
 # --- the plan --------------------------------------------------------------------------------------
 
 
-def hudi_location(location: str) -> str:
-    """A location as Hudi renders absolute paths in plans: local paths as `file:/...`, URIs unchanged."""
-    if "://" in location or location.startswith("file:"):
-        return location
-    return "file:" + location if location.startswith("/") else location
+def hudi_location(table: HudiTable, location: str) -> str:
+    """A location as Hudi renders absolute paths in plans (`file:/...` for local ones); one that is not absolute
+    under the table's base path is refused (`plan_paths.plan_location`)."""
+    return plan_location(table.base_path, location, table=table.name)
 
 
 def _partition_cleans(
@@ -376,7 +376,7 @@ def plan_clean(
     ectr, cleans = _partition_cleans(table, policy, ct, view, now)
     files = {
         c.partition: tuple(
-            HoodieCleanFileInfo(file_path=hudi_location(loc), is_bootstrap_base_file=False) for loc in c.files()
+            HoodieCleanFileInfo(file_path=hudi_location(table, loc), is_bootstrap_base_file=False) for loc in c.files()
         )
         for c in cleans
         if c.files()

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from tableservice.planning.keyed_policy import HudiKeyedPolicy
+from tableservice.planning.keyed_policy import MAX_COUNT, MAX_HOURS, HudiKeyedPolicy
 
 
 class CleanerPolicyName(enum.StrEnum):
@@ -82,24 +82,28 @@ class CleanPolicy(HudiKeyedPolicy):
     commits_retained: int = Field(
         default=10,
         ge=1,
+        le=MAX_COUNT,
         validation_alias="hoodie.cleaner.commits.retained",
         serialization_alias="hoodie.cleaner.commits.retained",
     )
     hours_retained: int = Field(
         default=24,
         ge=0,
+        le=MAX_HOURS,
         validation_alias="hoodie.cleaner.hours.retained",
         serialization_alias="hoodie.cleaner.hours.retained",
     )
     file_versions_retained: int = Field(
         default=3,
         ge=1,
+        le=MAX_COUNT,
         validation_alias="hoodie.cleaner.fileversions.retained",
         serialization_alias="hoodie.cleaner.fileversions.retained",
     )
     max_commits: int = Field(
         default=1,
         ge=0,
+        le=MAX_COUNT,
         validation_alias="hoodie.clean.max.commits",
         serialization_alias="hoodie.clean.max.commits",
     )

@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping
 
 from tableservice.errors import InvalidTimelineError
+from tableservice.hudi.action.plan_paths import check_plan_location
 from tableservice.hudi.models import (
     HoodieClusteringGroup,
     HoodieClusteringPlan,
@@ -146,6 +147,7 @@ def plan_clustering(
         groups.extend(built.groups[: max(room, 0)])
     if not groups:
         return None
+    _check_paths(table, groups)
     missing: tuple[str, ...] | None = None
     if policy.incremental and table.config.version >= 8:
         missing = tuple(java_hash_set_order([*partial, *overflow, *carried]))
@@ -160,6 +162,15 @@ def plan_clustering(
         preserve_hoodie_metadata=True,
         missing_schedule_partitions=missing,
     )
+
+
+def _check_paths(table: HudiTable, groups: list[HoodieClusteringGroup]) -> None:
+    """Every path the plan names is absolute under the table's base path (`plan_paths.check_plan_location`)."""
+    for group in groups:
+        for s in group.slices or ():
+            for path in (s.data_file_path, *(s.delta_file_paths or ())):
+                if path:
+                    check_plan_location(table.base_path, path, table=table.name)
 
 
 def requested_replace_metadata(

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from tableservice.planning.keyed_policy import HudiKeyedPolicy
+from tableservice.planning.keyed_policy import MAX_BYTES, MAX_COUNT, HudiKeyedPolicy
 
 MB = 1024 * 1024
 GB = 1024 * MB
@@ -122,36 +122,42 @@ class ClusteringPolicy(HudiKeyedPolicy):
     inline_max_commits: int = Field(
         default=4,
         ge=0,
+        le=MAX_COUNT,
         validation_alias="hoodie.clustering.inline.max.commits",
         serialization_alias="hoodie.clustering.inline.max.commits",
     )
     async_max_commits: int = Field(
         default=4,
         ge=0,
+        le=MAX_COUNT,
         validation_alias="hoodie.clustering.async.max.commits",
         serialization_alias="hoodie.clustering.async.max.commits",
     )
     small_file_limit: int = Field(
         default=300 * MB,
         ge=0,
+        le=MAX_BYTES,
         validation_alias="hoodie.clustering.plan.strategy.small.file.limit",
         serialization_alias="hoodie.clustering.plan.strategy.small.file.limit",
     )
     max_bytes_per_group: int = Field(
         default=2 * GB,
         ge=1,
+        le=MAX_BYTES,
         validation_alias="hoodie.clustering.plan.strategy.max.bytes.per.group",
         serialization_alias="hoodie.clustering.plan.strategy.max.bytes.per.group",
     )
     max_num_groups: int = Field(
         default=30,
         ge=1,
+        le=MAX_COUNT,
         validation_alias="hoodie.clustering.plan.strategy.max.num.groups",
         serialization_alias="hoodie.clustering.plan.strategy.max.num.groups",
     )
     target_file_max_bytes: int = Field(
         default=1 * GB,
         ge=1,
+        le=MAX_BYTES,
         validation_alias="hoodie.clustering.plan.strategy.target.file.max.bytes",
         serialization_alias="hoodie.clustering.plan.strategy.target.file.max.bytes",
     )
@@ -197,11 +203,13 @@ class ClusteringPolicy(HudiKeyedPolicy):
     )
     daybased_lookback_partitions: int = Field(
         default=2,
+        le=MAX_COUNT,
         validation_alias="hoodie.clustering.plan.strategy.daybased.lookback.partitions",
         serialization_alias="hoodie.clustering.plan.strategy.daybased.lookback.partitions",
     )
     daybased_skip_from_latest_partitions: int = Field(
         default=0,
+        le=MAX_COUNT,
         validation_alias="hoodie.clustering.plan.strategy.daybased.skipfromlatest.partitions",
         serialization_alias="hoodie.clustering.plan.strategy.daybased.skipfromlatest.partitions",
     )
@@ -223,6 +231,7 @@ class ClusteringPolicy(HudiKeyedPolicy):
     parquet_max_file_size: int = Field(
         default=120 * MB,
         ge=1,
+        le=MAX_BYTES,
         validation_alias="hoodie.parquet.max.file.size",
         serialization_alias="hoodie.parquet.max.file.size",
     )

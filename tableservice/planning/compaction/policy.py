@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from tableservice.planning.keyed_policy import HudiKeyedPolicy
+from tableservice.planning.keyed_policy import MAX_BYTES, MAX_COUNT, MAX_MB, MAX_SECONDS, HudiKeyedPolicy
 
 _STRATEGY_PACKAGE = "org.apache.hudi.table.action.compact.strategy."
 
@@ -79,12 +79,14 @@ class CompactionPolicy(HudiKeyedPolicy):
     max_delta_commits: int = Field(
         default=5,
         ge=0,
+        le=MAX_COUNT,
         validation_alias="hoodie.compact.inline.max.delta.commits",
         serialization_alias="hoodie.compact.inline.max.delta.commits",
     )
     max_delta_seconds: int = Field(
         default=3600,
         ge=0,
+        le=MAX_SECONDS,
         validation_alias="hoodie.compact.inline.max.delta.seconds",
         serialization_alias="hoodie.compact.inline.max.delta.seconds",
     )
@@ -96,30 +98,35 @@ class CompactionPolicy(HudiKeyedPolicy):
     target_io_mb: int = Field(
         default=500 * 1024,
         ge=0,
+        le=MAX_MB,
         validation_alias="hoodie.compaction.target.io",
         serialization_alias="hoodie.compaction.target.io",
     )
     log_file_size_threshold: int = Field(
         default=0,
         ge=0,
+        le=MAX_BYTES,
         validation_alias="hoodie.compaction.logfile.size.threshold",
         serialization_alias="hoodie.compaction.logfile.size.threshold",
     )
     day_based_target_partitions: int = Field(
         default=10,
         ge=1,
+        le=MAX_COUNT,
         validation_alias="hoodie.compaction.daybased.target.partitions",
         serialization_alias="hoodie.compaction.daybased.target.partitions",
     )
     parquet_max_file_size: int = Field(
         default=DEFAULT_PARQUET_MAX_FILE_SIZE,
         ge=1,
+        le=MAX_BYTES,
         validation_alias="hoodie.parquet.max.file.size",
         serialization_alias="hoodie.parquet.max.file.size",
     )
     log_bytes_threshold: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_BYTES,
         validation_alias="tableservice.compaction.log.bytes.threshold",
         serialization_alias="tableservice.compaction.log.bytes.threshold",
     )

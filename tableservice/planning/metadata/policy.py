@@ -15,7 +15,7 @@ from typing import ClassVar, Self
 
 from pydantic import Field, model_validator
 
-from tableservice.planning.keyed_policy import HudiKeyedPolicy
+from tableservice.planning.keyed_policy import MAX_COUNT, HudiKeyedPolicy
 
 
 class MetadataPolicy(HudiKeyedPolicy):
@@ -27,24 +27,28 @@ class MetadataPolicy(HudiKeyedPolicy):
     compact_max_delta_commits: int = Field(
         default=10,
         ge=1,
+        le=MAX_COUNT,
         validation_alias="hoodie.metadata.compact.max.delta.commits",
         serialization_alias="hoodie.metadata.compact.max.delta.commits",
     )
     cleaner_commits_retained: int = Field(
         default=20,
         ge=1,
+        le=MAX_COUNT,
         validation_alias="hoodie.metadata.cleaner.commits.retained",
         serialization_alias="hoodie.metadata.cleaner.commits.retained",
     )
     keep_min_commits: int = Field(
         default=20,
         ge=1,
+        le=MAX_COUNT,
         validation_alias="hoodie.metadata.keep.min.commits",
         serialization_alias="hoodie.metadata.keep.min.commits",
     )
     keep_max_commits: int = Field(
         default=30,
         ge=2,
+        le=MAX_COUNT,
         validation_alias="hoodie.metadata.keep.max.commits",
         serialization_alias="hoodie.metadata.keep.max.commits",
     )

@@ -12,6 +12,7 @@ over to the next log version (`.log.<n+1>`) instead. `can_append(storage, locati
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -22,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tableservice.errors import AlreadyExistsError, PermanentError, StorageError
+from tableservice.errors import AlreadyExistsError, PermanentError
 from tableservice.hudi.file_group.log_format.avro_encode import encode_avro_records
 from tableservice.hudi.file_group.log_format.blocks import (
     MAGIC,
@@ -34,7 +35,7 @@ from tableservice.hudi.file_group.log_format.blocks import (
 )
 from tableservice.hudi.file_group.log_format.deletes import DeleteRecord, encode_delete_content
 from tableservice.hudi.table.schema import avro_schema_to_json, parse_avro
-from tableservice.storage import Storage, to_uri
+from tableservice.storage import Storage, storage_error, to_uri
 
 HeaderInput = Mapping[HeaderKey, str] | Mapping[int, str]
 
@@ -159,12 +160,24 @@ def append_log_blocks(
         )
     path = os.path.abspath(to_uri(location))
     try:
-        with open(path, "ab") as f:
-            offset = f.tell()
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-            size = f.tell()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     except OSError as e:
-        raise StorageError(f"append failed: {e}", path=location) from e
+        raise storage_error("append failed", location, e) from e
+    try:
+        offset = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException:
+            # A short append (ENOSPC) would leave a torn block at the end: cut the file back to what it held.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, offset)
+            raise
+        size = os.lseek(fd, 0, os.SEEK_END)
+    except OSError as e:
+        raise storage_error("append failed", location, e) from e
+    finally:
+        os.close(fd)
     return AppendResult(location, offset, size, False)
