@@ -19,7 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from tableservice.errors import CorruptFileError, UnsupportedTableError
-from tableservice.hudi.table.schema import AvroType, arrow_schema_from_avro, arrow_type
+from tableservice.hudi.table.schema import AvroType, arrow_schema_from_avro, arrow_type, zero_width_array
 
 I64 = npt.NDArray[np.int64]
 _TS_LOGICAL = frozenset(
@@ -102,7 +102,9 @@ class _Decoder:
 
     def fixed_bytes(self, pos: I64, lim: I64, n: int) -> tuple[npt.NDArray[np.uint8], I64]:
         new = pos + n
-        if new.size and bool((new > lim).any()):
+        if not new.size:
+            return np.zeros((0, n), dtype=np.uint8), new
+        if bool((new > lim).any()):
             raise _bad(f"{n}-byte value runs past its record")
         mat = self.buf[pos[:, None] + np.arange(n, dtype=np.int64)]
         return np.ascontiguousarray(mat), new
@@ -349,7 +351,11 @@ def decode_avro_records(content: bytes, schema: AvroType) -> pa.Table:
 
 
 def _decode_with_fastavro(content: bytes, starts: I64, ends: I64, schema: AvroType, target: pa.Schema) -> pa.Table:
-    parsed = fastavro.parse_schema(_to_json(schema))
+    schema_json = _to_json(schema)
+    unbounded = zero_width_array(schema_json)
+    if unbounded is not None:
+        raise _bad(f"writer schema has an {unbounded}")
+    parsed = fastavro.parse_schema(schema_json)
     rows: list[Any] = []
     mv = memoryview(content)
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):

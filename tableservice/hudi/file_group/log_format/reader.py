@@ -302,6 +302,29 @@ def _content(block: LogBlock, storage: Storage | None) -> bytes:
 
 def _read_parquet(content: bytes, block: LogBlock) -> pa.Table:
     try:
-        return pq.read_table(pa.BufferReader(content), use_threads=False)
+        table = pq.read_table(pa.BufferReader(content), use_threads=False)
+        check_decoded_table(table)
+        return table
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptFileError(f"Parquet data block at offset {block.offset} does not decode: {e}") from e
+
+
+def check_decoded_table(table: pa.Table) -> None:
+    """Parquet readers trust the file: names and strings are not checked as UTF-8, so damage would surface later,
+    far from the file. Raises ValueError (UnicodeDecodeError or ArrowInvalid) for a name or value that is not."""
+    for f in table.schema:
+        _check_field_names(f)
+    table.validate(full=True)
+
+
+def _check_field_names(f: pa.Field) -> None:
+    _ = f.name  # decodes the name as UTF-8
+    t = f.type
+    if isinstance(t, pa.MapType):
+        _check_field_names(t.key_field)
+        _check_field_names(t.item_field)
+    elif isinstance(t, (pa.ListType, pa.LargeListType, pa.FixedSizeListType)):
+        _check_field_names(t.value_field)
+    elif isinstance(t, pa.StructType):
+        for i in range(t.num_fields):
+            _check_field_names(t.field(i))
