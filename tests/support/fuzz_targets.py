@@ -273,8 +273,8 @@ def _config_target(scratch: Path) -> Target:
     seeds = [(REPO / "config.example.yaml").read_bytes()]
     seeds.append(
         b"service:\n  poll_interval_seconds: 5\n  http: {host: 127.0.0.1, port: 0}\n"
-        b"tables:\n  - uri: /data/trips\n    name: trips\n    compaction:\n"
-        b"      hoodie.compact.inline.max.delta.commits: 3\n"
+        b"tables:\n  - uri: /data/trips\n    name: trips\n    policy:\n      compaction:\n"
+        b"        hoodie.compact.inline.max.delta.commits: 3\n"
         b"defaults:\n  clean:\n    hoodie.cleaner.commits.retained: 4\n"
         b"locks:\n  hoodie.write.lock.provider: zookeeper\n  hoodie.write.lock.zookeeper.url: localhost\n"
         b"  hoodie.write.lock.zookeeper.port: 2181\n  hoodie.write.lock.zookeeper.base_path: /hudi/locks\n"

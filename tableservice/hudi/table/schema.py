@@ -232,6 +232,8 @@ def _with_logical(node: AvroType, s: dict[str, Any]) -> AvroType:
 def _max_precision(size: int) -> int:
     if size <= 0:
         return 0
+    if size > 32:  # more digits than any precision accepted; a damaged size of 2^40 must not build a 2^43-bit int
+        return _MAX_DECIMAL_PRECISION + 1
     return len(str(2 ** (8 * size - 1) - 1))
 
 

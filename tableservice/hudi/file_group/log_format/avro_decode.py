@@ -101,9 +101,11 @@ class _Decoder:
         return v, new
 
     def fixed_bytes(self, pos: I64, lim: I64, n: int) -> tuple[npt.NDArray[np.uint8], I64]:
+        if not pos.size:  # no value to read (a union branch no record takes): allocate nothing, whatever n says
+            return np.zeros((0, min(n, len(self.buf))), dtype=np.uint8), pos.copy()
+        if n > len(self.buf):
+            raise _bad(f"{n}-byte value is longer than the block")
         new = pos + n
-        if not new.size:
-            return np.zeros((0, n), dtype=np.uint8), new
         if bool((new > lim).any()):
             raise _bad(f"{n}-byte value runs past its record")
         mat = self.buf[pos[:, None] + np.arange(n, dtype=np.int64)]
@@ -112,7 +114,8 @@ class _Decoder:
     def var_bytes(self, pos: I64, lim: I64) -> tuple[I64, I64, npt.NDArray[np.uint8], I64]:
         """Length-prefixed values: (offsets, starts, data, new positions)."""
         n, p = self.long(pos, lim)
-        if n.size and (bool((n < 0).any()) or bool((p + n > lim).any())):
+        # `n > lim - p`, not `p + n > lim`: a length near 2^63 would wrap the sum around to a small number
+        if n.size and (bool((n < 0).any()) or bool((n > lim - p).any())):
             raise _bad("string or bytes length runs past its record")
         offsets = np.zeros(len(n) + 1, dtype=np.int64)
         np.cumsum(n, out=offsets[1:])
