@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import struct
+from pathlib import Path
 from typing import Any
 
 import fastavro
@@ -13,14 +14,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tableservice.errors import CorruptFileError, InvalidPlanError, InvalidTableConfigError
-from tableservice.hudi.file_group.log_format import BlockType, LogBlock, decode_data_block
+from tableservice.errors import CorruptFileError, InvalidPlanError, InvalidTableConfigError, StorageError
+from tableservice.hudi.file_group.log_format import (
+    BlockType,
+    LogBlock,
+    decode_data_block,
+    encode_command_block,
+    iter_log_blocks,
+    rollback_header,
+)
 from tableservice.hudi.file_group.log_format.avro_decode import decode_avro_records
 from tableservice.hudi.metadata.hfile import HFileFormatError, read_block
 from tableservice.hudi.models import decode_commit_metadata, decode_compaction_plan
 from tableservice.hudi.table.config import parse_table_config
 from tableservice.hudi.table.schema import parse_avro, zero_width_array
 from tableservice.hudi.timeline.archive_lsm import parse_manifest
+from tableservice.storage import Storage
 from tests.support.fuzz_mutators import zigzag_varint
 
 HUGE_COUNT = zigzag_varint(2**62)
@@ -167,3 +176,17 @@ def test_parquet_blocks_with_names_or_strings_that_are_not_utf8_are_corrupt() ->
         with pytest.raises(CorruptFileError, match="does not decode") as e:
             decode_data_block(_parquet_block(damaged))
         assert e.value.path == "t/p/.f_1.log.1_0-0-0"
+
+
+def test_a_log_file_that_shrinks_while_scanned_is_a_storage_error_not_an_endless_scan(tmp_path: Path) -> None:
+    path = tmp_path / ".f_1.log.1_0-0-0"
+    first = encode_command_block(rollback_header("20250101000000001", "20250101000000000"))
+    path.write_bytes(first + first + b"\0" * (2 << 20) + first)  # the second block runs into junk
+    blocks = iter_log_blocks(Storage(), str(path))
+    block = next(blocks)
+    assert isinstance(block, LogBlock) and block.is_rollback_command
+    with path.open("r+b") as f:
+        f.truncate(3 << 19)  # 1.5 MiB: below the size taken at open, past the first read-ahead window
+    with pytest.raises(StorageError, match="file shrank while read") as e:
+        next(blocks)
+    assert e.value.path == str(path)

@@ -11,6 +11,7 @@ a TableServiceError; anything else is a bug.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,10 +297,10 @@ def _hfile_target(files: _Files) -> Target:
 
 
 def build_targets(workdir: Path, *, use_fixtures: bool = True) -> list[Target]:
-    """Every parser with its seeds; `workdir` keeps the generated tables (reused between runs) and scratch files."""
+    """Every parser with its seeds; `workdir` keeps the generated tables (reused between runs) and a scratch folder
+    of this process's own (two runs sharing one would change each other's files while they are read)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    scratch = workdir / "scratch"
-    scratch.mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=workdir))
     files = _Files()
     for root in _generated_tables(workdir):
         _collect(root, files)

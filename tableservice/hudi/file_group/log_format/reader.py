@@ -80,9 +80,17 @@ class _Source:
 
     def _fetch(self, offset: int, n: int) -> bytes:
         try:
-            return bytes(self.f.read_at(n, offset))
+            data = bytes(self.f.read_at(n, offset))
         except OSError as e:
             raise StorageError(f"read of {n} bytes at offset {offset} failed: {e}", path=self.location) from e
+        if len(data) != n:
+            # Only bytes below the size taken at open are asked for: a short read means the file shrank meanwhile
+            # (scanning on from there would never reach the size it had).
+            raise StorageError(
+                f"file shrank while read: {len(data)} of {n} bytes at offset {offset} (size was {self.size})",
+                path=self.location,
+            )
+        return data
 
     def find_magic(self, start: int) -> int:
         """Offset of the next magic at or after `start`, or the file size when there is none."""
