@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import struct
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +191,12 @@ def test_a_log_file_that_shrinks_while_scanned_is_a_storage_error_not_an_endless
     with pytest.raises(StorageError, match="file shrank while read") as e:
         next(blocks)
     assert e.value.path == str(path)
+
+
+def test_an_avro_decimal_with_more_digits_than_its_precision_is_corrupt() -> None:
+    field = {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}
+    schema = parse_avro({"type": "record", "name": "r", "fields": [{"name": "d", "type": field}]})
+    ok = decode_avro_records(_avro_content(zigzag_varint(2) + (1234).to_bytes(2, "big")), schema)
+    assert ok.to_pylist() == [{"d": Decimal("12.34")}]
+    with pytest.raises(CorruptFileError, match="decimal value does not fit its precision"):
+        decode_avro_records(_avro_content(zigzag_varint(3) + (123456).to_bytes(3, "big")), schema)

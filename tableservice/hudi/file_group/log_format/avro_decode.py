@@ -306,7 +306,12 @@ def _decimal_from_matrix(mat: npt.NDArray[np.uint8], t: pa.DataType) -> pa.Array
     else:
         out[:] = 0
     le = np.ascontiguousarray(out[:, ::-1])
-    return pa.Array.from_buffers(t, k, [None, pa.py_buffer(le)])
+    arr = pa.Array.from_buffers(t, k, [None, pa.py_buffer(le)])
+    try:
+        arr.validate(full=True)  # Avro does not bound the digits on disk; an Arrow decimal must hold its precision
+    except pa.ArrowInvalid as e:
+        raise _bad(f"decimal value does not fit its precision: {e}") from e
+    return arr
 
 
 def _decimal_from_var(offsets: I64, data: npt.NDArray[np.uint8], t: pa.DataType) -> pa.Array:
