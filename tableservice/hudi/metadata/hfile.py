@@ -203,7 +203,9 @@ def read_block(data: bytes, offset: int, codec: int) -> tuple[BlockHeader, bytes
     body = data[offset : offset + with_header]
     _verify_checksums(header, body, data[offset + with_header : end], offset)
     raw = body[HEADER_SIZE:]
-    payload = _decompress(raw) if codec == CODEC_GZ else raw
+    if uncompressed < 0:
+        raise HFileFormatError(f"block {magic!r} at {offset}: negative uncompressed size {uncompressed}")
+    payload = _decompress(raw, uncompressed) if codec == CODEC_GZ else raw
     if len(payload) != uncompressed:
         raise HFileFormatError(f"block {magic!r} at {offset}: {len(payload)} bytes, header says {uncompressed}")
     return header, payload
@@ -228,16 +230,26 @@ def checksum_chunks(body: bytes, bytes_per_checksum: int, checksum_type: int) ->
 def _verify_checksums(header: BlockHeader, body: bytes, stored: bytes, offset: int) -> None:
     if header.checksum_type not in (CHECKSUM_CRC32, CHECKSUM_CRC32C):
         return
-    expected = checksum_chunks(body, header.bytes_per_checksum, header.checksum_type)
+    per = header.bytes_per_checksum
+    chunks = max(1, -(-len(body) // per)) if per > 0 else 0
+    if len(stored) != 4 * chunks:  # checked first: a tiny bytes_per_checksum must not cost a CRC per byte
+        raise HFileFormatError(
+            f"block {header.magic!r} at {offset}: {len(stored)} checksum bytes, expected {4 * chunks}"
+        )
+    expected = checksum_chunks(body, per, header.checksum_type)
     if stored != expected:
         raise HFileFormatError(f"block {header.magic!r} at {offset}: checksum mismatch")
 
 
-def _decompress(raw: bytes) -> bytes:
+def _decompress(raw: bytes, expected: int) -> bytes:
+    """The gzip members of a block, inflated to at most `expected` bytes (the header's uncompressed size) plus one:
+    a damaged block must not inflate without bound."""
     out = bytearray()
     while raw:
         d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-        out += d.decompress(raw)
+        out += d.decompress(raw, expected + 1 - len(out))
+        if len(out) > expected:
+            raise HFileFormatError(f"block inflates past its uncompressed size {expected}")
         if not d.eof:
             raise HFileFormatError("truncated gzip member in block")
         raw = d.unused_data

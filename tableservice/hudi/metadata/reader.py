@@ -29,6 +29,7 @@ from tableservice.hudi.metadata.records import RawRecord, is_live, live_files, m
 from tableservice.hudi.metadata.valid_instants import valid_instant_times
 from tableservice.hudi.table.fs_view import FileSlice, FileSystemView
 from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.schema import zero_width_array
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.storage import FileInfo, join
@@ -217,7 +218,11 @@ def _hfile_records(data: bytes, path: str, schema: str | None = None) -> Iterato
         return
     text = hfile.file_info.get(b"schema")
     if text:
-        parsed = _parsed_schema(text.decode("utf-8"), path)
+        try:
+            decoded = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptFileError(f"HFile schema (file info) is not UTF-8: {e}", path=path) from e
+        parsed = _parsed_schema(decoded, path)
     elif schema:
         parsed = _parsed_schema(schema, path)
     else:
@@ -228,8 +233,8 @@ def _hfile_records(data: bytes, path: str, schema: str | None = None) -> Iterato
             record = fastavro.schemaless_reader(
                 io.BytesIO(value), parsed, None, return_record_name=True, return_record_name_override=True
             )
-        except (UnicodeDecodeError, EOFError, ValueError, IndexError, TypeError) as e:
-            raise CorruptFileError(f"HFile cell {row[:64]!r}: {e}", path=path) from e
+        except Exception as e:  # fastavro raises many kinds of errors on bad bytes
+            raise CorruptFileError(f"HFile cell {row[:64]!r}: {type(e).__name__}: {e}", path=path) from e
         if not isinstance(record, dict):
             raise CorruptFileError(f"HFile cell {row[:64]!r} is not a record", path=path)
         yield key, record
@@ -237,7 +242,11 @@ def _hfile_records(data: bytes, path: str, schema: str | None = None) -> Iterato
 
 @functools.lru_cache(maxsize=16)
 def _parsed(text: str) -> Any:
-    return fastavro.parse_schema(json.loads(text))
+    schema = json.loads(text)
+    unbounded = zero_width_array(schema)
+    if unbounded is not None:
+        raise ValueError(f"the schema has an {unbounded}")
+    return fastavro.parse_schema(schema)
 
 
 def _parsed_schema(text: str, path: str) -> Any:

@@ -18,11 +18,15 @@ import fastavro
 
 from tableservice.errors import InvalidPlanError
 from tableservice.hudi.models.avsc_builders import Schema, schema_to_json
+from tableservice.hudi.table.schema import zero_width_array
 
 AVRO_MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
 
 _PARSED: dict[str, Any] = {}
+#: Parsed schemas kept (our writer schemas and the few versions a table's files carry); damaged files may embed
+#: any number of distinct schema texts, which must not grow the cache without bound.
+_PARSED_LIMIT = 64
 
 
 def is_avro_container(data: bytes) -> bool:
@@ -36,6 +40,8 @@ def parsed_schema(schema: Schema) -> Any:
     found = _PARSED.get(text)
     if found is None:
         found = fastavro.parse_schema(json.loads(text), named_schemas={})
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.pop(next(iter(_PARSED)))
         _PARSED[text] = found
     return found
 
@@ -47,6 +53,9 @@ def read_avro_container_with_schema(data: bytes, *, path: str) -> tuple[dict[str
     try:
         reader = fastavro.reader(io.BytesIO(data))
         writer_schema = json.loads(reader.metadata["avro.schema"])
+        unbounded = zero_width_array(writer_schema)
+        if unbounded is not None:
+            raise InvalidPlanError(f"Avro container's writer schema has an {unbounded}", path=path)
         records = [dict(r) for r in reader if isinstance(r, dict)]
     except InvalidPlanError:
         raise

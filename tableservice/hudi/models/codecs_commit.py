@@ -97,6 +97,8 @@ def _parse_json(data: bytes, *, path: str, what: str) -> dict[str, Any]:
         parsed = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidPlanError(f"{what} is neither an Avro container nor JSON: {exc}", path=path) from exc
+    except RecursionError:
+        raise InvalidPlanError(f"{what} JSON is nested too deeply", path=path) from None
     if not isinstance(parsed, dict):
         raise InvalidPlanError(f"{what} JSON is a {type(parsed).__name__}, not an object", path=path)
     return parsed

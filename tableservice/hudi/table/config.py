@@ -271,7 +271,11 @@ def parse_table_config(text: bytes, *, path: str) -> TableConfig:
         raise InvalidTableConfigError(f"not a properties file: {e}", path=path) from e
     if "\x00" in decoded:
         raise InvalidTableConfigError("not a properties file: contains NUL bytes", path=path)
-    return TableConfig(parse_properties(decoded), path=path)
+    try:
+        properties = parse_properties(decoded)
+    except UnicodeError as e:  # a \\u escape naming half of a surrogate pair
+        raise InvalidTableConfigError(f"not a properties file: a \\u escape does not decode: {e}", path=path) from e
+    return TableConfig(properties, path=path)
 
 
 def load_table_config(storage: Storage, base_path: str) -> TableConfig:

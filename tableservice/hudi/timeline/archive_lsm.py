@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tableservice.errors import CorruptFileError, FileMissingError, InvalidPlanError, TableServiceError
+from tableservice.hudi.file_group.log_format.reader import check_decoded_table
 from tableservice.hudi.models import Kind, schema_to_json, writer_schema
 from tableservice.hudi.models.jackson_json import jackson_pretty
 from tableservice.hudi.table.config import TableConfig
@@ -117,6 +118,8 @@ def parse_manifest(data: bytes, *, path: str) -> LsmManifest:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise CorruptFileError(f"LSM manifest is not JSON: {e}", path=path) from e
+    except RecursionError:
+        raise CorruptFileError("LSM manifest JSON is nested too deeply", path=path) from None
     files = doc.get("files") if isinstance(doc, dict) else None
     if files is None and isinstance(doc, dict):
         return LsmManifest()
@@ -189,7 +192,15 @@ def _read_columns(storage: Storage, location: str, columns: Sequence[str]) -> pa
         missing = [c for c in columns if c not in names]
         if missing:
             raise CorruptFileError(f"history data file lacks columns {missing}", path=location)
-        return pf.read(columns=list(columns), use_threads=False)
+        table = pf.read(columns=list(columns), use_threads=False)
+        for c in columns:
+            expected = ARROW_SCHEMA.field(c).type
+            if not table.schema.field(c).type.equals(expected):
+                raise CorruptFileError(
+                    f"history data file column {c} is {table.schema.field(c).type}, not {expected}", path=location
+                )
+        check_decoded_table(table)
+        return table
     except TableServiceError:
         raise
     except (pa.ArrowException, OSError, ValueError) as e:

@@ -43,6 +43,7 @@ from tableservice.hudi.models import (
 )
 from tableservice.hudi.models.avro_io import parsed_schema, read_avro_container
 from tableservice.hudi.table.config import TableConfig
+from tableservice.hudi.table.schema import zero_width_array
 from tableservice.hudi.timeline.archive_model import ArchivedInstant, ArchiveSource, in_range, parse_action, parse_state
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.storage import FileInfo, Storage, join
@@ -106,9 +107,13 @@ def _decode_block_records(schema_text: str | None, content: bytes, offset: int, 
     if schema_text is None:
         raise CorruptFileError(f"{where} has no SCHEMA header", path=location)
     try:
-        parsed = parsed_schema(json.loads(schema_text))
+        schema = json.loads(schema_text)
+        parsed = parsed_schema(schema)
     except Exception as e:  # json and fastavro raise many kinds on a damaged schema
         raise CorruptFileError(f"{where}: SCHEMA header is not an Avro schema: {e}", path=location) from e
+    unbounded = zero_width_array(schema)
+    if unbounded is not None:
+        raise CorruptFileError(f"{where}: SCHEMA header has an {unbounded}", path=location)
     if len(content) < 8:
         raise CorruptFileError(
             f"{where}: content of {len(content)} bytes has no version and record count", path=location

@@ -19,7 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from tableservice.errors import CorruptFileError, UnsupportedTableError
-from tableservice.hudi.table.schema import AvroType, arrow_schema_from_avro, arrow_type
+from tableservice.hudi.table.schema import AvroType, arrow_schema_from_avro, arrow_type, zero_width_array
 
 I64 = npt.NDArray[np.int64]
 _TS_LOGICAL = frozenset(
@@ -101,8 +101,12 @@ class _Decoder:
         return v, new
 
     def fixed_bytes(self, pos: I64, lim: I64, n: int) -> tuple[npt.NDArray[np.uint8], I64]:
+        if not pos.size:  # no value to read (a union branch no record takes): allocate nothing, whatever n says
+            return np.zeros((0, min(n, len(self.buf))), dtype=np.uint8), pos.copy()
+        if n > len(self.buf):
+            raise _bad(f"{n}-byte value is longer than the block")
         new = pos + n
-        if new.size and bool((new > lim).any()):
+        if bool((new > lim).any()):
             raise _bad(f"{n}-byte value runs past its record")
         mat = self.buf[pos[:, None] + np.arange(n, dtype=np.int64)]
         return np.ascontiguousarray(mat), new
@@ -110,7 +114,8 @@ class _Decoder:
     def var_bytes(self, pos: I64, lim: I64) -> tuple[I64, I64, npt.NDArray[np.uint8], I64]:
         """Length-prefixed values: (offsets, starts, data, new positions)."""
         n, p = self.long(pos, lim)
-        if n.size and (bool((n < 0).any()) or bool((p + n > lim).any())):
+        # `n > lim - p`, not `p + n > lim`: a length near 2^63 would wrap the sum around to a small number
+        if n.size and (bool((n < 0).any()) or bool((n > lim - p).any())):
             raise _bad("string or bytes length runs past its record")
         offsets = np.zeros(len(n) + 1, dtype=np.int64)
         np.cumsum(n, out=offsets[1:])
@@ -301,7 +306,12 @@ def _decimal_from_matrix(mat: npt.NDArray[np.uint8], t: pa.DataType) -> pa.Array
     else:
         out[:] = 0
     le = np.ascontiguousarray(out[:, ::-1])
-    return pa.Array.from_buffers(t, k, [None, pa.py_buffer(le)])
+    arr = pa.Array.from_buffers(t, k, [None, pa.py_buffer(le)])
+    try:
+        arr.validate(full=True)  # Avro does not bound the digits on disk; an Arrow decimal must hold its precision
+    except pa.ArrowInvalid as e:
+        raise _bad(f"decimal value does not fit its precision: {e}") from e
+    return arr
 
 
 def _decimal_from_var(offsets: I64, data: npt.NDArray[np.uint8], t: pa.DataType) -> pa.Array:
@@ -349,7 +359,11 @@ def decode_avro_records(content: bytes, schema: AvroType) -> pa.Table:
 
 
 def _decode_with_fastavro(content: bytes, starts: I64, ends: I64, schema: AvroType, target: pa.Schema) -> pa.Table:
-    parsed = fastavro.parse_schema(_to_json(schema))
+    schema_json = _to_json(schema)
+    unbounded = zero_width_array(schema_json)
+    if unbounded is not None:
+        raise _bad(f"writer schema has an {unbounded}")
+    parsed = fastavro.parse_schema(schema_json)
     rows: list[Any] = []
     mv = memoryview(content)
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):

@@ -80,9 +80,17 @@ class _Source:
 
     def _fetch(self, offset: int, n: int) -> bytes:
         try:
-            return bytes(self.f.read_at(n, offset))
+            data = bytes(self.f.read_at(n, offset))
         except OSError as e:
             raise StorageError(f"read of {n} bytes at offset {offset} failed: {e}", path=self.location) from e
+        if len(data) != n:
+            # Only bytes below the size taken at open are asked for: a short read means the file shrank meanwhile
+            # (scanning on from there would never reach the size it had).
+            raise StorageError(
+                f"file shrank while read: {len(data)} of {n} bytes at offset {offset} (size was {self.size})",
+                path=self.location,
+            )
+        return data
 
     def find_magic(self, start: int) -> int:
         """Offset of the next magic at or after `start`, or the file size when there is none."""
@@ -302,6 +310,29 @@ def _content(block: LogBlock, storage: Storage | None) -> bytes:
 
 def _read_parquet(content: bytes, block: LogBlock) -> pa.Table:
     try:
-        return pq.read_table(pa.BufferReader(content), use_threads=False)
+        table = pq.read_table(pa.BufferReader(content), use_threads=False)
+        check_decoded_table(table)
+        return table
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptFileError(f"Parquet data block at offset {block.offset} does not decode: {e}") from e
+
+
+def check_decoded_table(table: pa.Table) -> None:
+    """Parquet readers trust the file: names and strings are not checked as UTF-8, so damage would surface later,
+    far from the file. Raises ValueError (UnicodeDecodeError or ArrowInvalid) for a name or value that is not."""
+    for f in table.schema:
+        _check_field_names(f)
+    table.validate(full=True)
+
+
+def _check_field_names(f: pa.Field) -> None:
+    _ = f.name  # decodes the name as UTF-8
+    t = f.type
+    if isinstance(t, pa.MapType):
+        _check_field_names(t.key_field)
+        _check_field_names(t.item_field)
+    elif isinstance(t, (pa.ListType, pa.LargeListType, pa.FixedSizeListType)):
+        _check_field_names(t.value_field)
+    elif isinstance(t, pa.StructType):
+        for i in range(t.num_fields):
+            _check_field_names(t.field(i))
