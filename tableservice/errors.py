@@ -185,3 +185,13 @@ class SavepointError(PermanentError):
     def __init__(self, problem: str, *, instant_time: str, table: str | None = None, path: str | None = None) -> None:
         super().__init__(problem, table=table, path=path)
         self.instant_time = instant_time
+
+
+class InvalidTimeTravelError(PermanentError):
+    """A time-travel or incremental bound that cannot be answered exactly: not one of Hudi's instant formats, or
+    naming a snapshot the table no longer holds whole (archived, cleaned, before the first commit, at or after a
+    pending write). `instant_time` is the bound as given (or normalised, once parsed)."""
+
+    def __init__(self, problem: str, *, instant_time: str, table: str | None = None, path: str | None = None) -> None:
+        super().__init__(problem, table=table, path=path)
+        self.instant_time = instant_time

@@ -11,7 +11,7 @@ from tableservice import __version__
 from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, index_cmd, lock_cmd, service_cmd, table_cmd
 from tableservice.cli.locations import resolve_locations
 from tableservice.cli.logsetup import RedactingFormatter
-from tableservice.errors import ConfigError, TableServiceError
+from tableservice.errors import ConfigError, InvalidTimeTravelError, TableServiceError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -43,6 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except ConfigError as e:
         print(f"tableservice: configuration error: {e}", file=sys.stderr)
+        return 2
+    except InvalidTimeTravelError as e:
+        where = f" (table {e.table})" if e.table else ""
+        print(f"tableservice: {e.problem}{where}", file=sys.stderr)
         return 2
     except TableServiceError as e:
         print(f"tableservice: {type(e).__name__}: {e}", file=sys.stderr)

@@ -10,11 +10,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tableservice.errors import InvalidTimeTravelError
 from tableservice.hudi.file_group.merge import merge_config_from_properties
 from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.fs_view import FileGroup
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.read import ReadOptions, iter_read, read_schema
+from tableservice.hudi.table.read import ReadOptions, compares_completion_times, iter_read, read_schema
+from tableservice.hudi.table.time_travel import FORMATS_TEXT, check_as_of, parse_query_time, timeline_zone_label
 from tableservice.hudi.timeline.instant import Instant
 from tableservice.storage import Storage
 
@@ -28,7 +30,14 @@ def register(sub: Any) -> None:
     show.set_defaults(handler=cmd_show)
     rd = tsub.add_parser("read", help="read the table (merged snapshot by default)")
     rd.add_argument("uri")
-    rd.add_argument("--as-of", help="time travel: read as of this instant time")
+    rd.add_argument(
+        "--as-of",
+        metavar="TIME",
+        help="time travel: the snapshot holding the writes completed at or before TIME. TIME is one of "
+        f"{FORMATS_TEXT}; date-times are wall-clock times on the table's timeline zone "
+        "(hoodie.table.timeline.timezone: UTC or LOCAL). Refused (exit 2) when the snapshot is not held whole: "
+        "before the first commit, archived, older than the cleaner retains, or at or after a pending write",
+    )
     rd.add_argument("--read-optimized", action="store_true", help="base files only (merge-on-read tables)")
     rd.add_argument("--columns", help="comma-separated column names")
     rd.add_argument(
@@ -38,8 +47,14 @@ def register(sub: Any) -> None:
         metavar="FIELD=VALUE",
         help="keep partitions whose field equals the value (repeatable)",
     )
-    rd.add_argument("--start", help="incremental read: commits after this instant")
-    rd.add_argument("--end", help="incremental read: commits up to this instant")
+    rd.add_argument(
+        "--start",
+        metavar="TIME",
+        help="incremental read: the rows written by commits after TIME (exclusive), in the --as-of formats. "
+        "Table version 6 compares the bounds with instant (requested) times, versions 8 and 9 with completion "
+        "times (Hudi 1.x); the read says which on stderr",
+    )
+    rd.add_argument("--end", metavar="TIME", help="incremental read: ... up to TIME (inclusive; default: the latest)")
     rd.add_argument("--out", help="write the rows to this Parquet file instead of printing them")
     rd.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
     rd.set_defaults(handler=cmd_read)
@@ -211,15 +226,46 @@ def _filters(values: list[str]) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
+def _time_bounds(table: HudiTable, args: argparse.Namespace) -> tuple[str | None, str | None, str | None]:
+    """(as of, start, end) as 17-digit instant times, checked; one line on stderr says how they are read."""
+    if args.as_of is not None and (args.start is not None or args.end is not None):
+        raise InvalidTimeTravelError(
+            "--as-of cannot be combined with --start/--end", instant_time=args.as_of, table=table.name
+        )
+    if args.end is not None and args.start is None:
+        raise InvalidTimeTravelError("--end needs --start", instant_time=args.end, table=table.name)
+    zone = timeline_zone_label(table)
+    if args.as_of is not None:
+        as_of = parse_query_time(args.as_of, table=table.name)
+        check_as_of(table, table.timeline(), as_of, given=args.as_of)
+        print(f"-- as of {as_of} (timeline zone {zone})", file=sys.stderr)
+        return as_of, None, None
+    if args.start is None:
+        return None, None, None
+    start = parse_query_time(args.start, option="--start", table=table.name)
+    end = parse_query_time(args.end, option="--end", table=table.name) if args.end is not None else None
+    kind = (
+        "completion times (table version 8+)"
+        if compares_completion_times(table.config)
+        else "instant (requested) times (table version 6)"
+    )
+    print(
+        f"-- incremental: commits whose {kind} are in ({start}, {end or 'latest'}] (timeline zone {zone})",
+        file=sys.stderr,
+    )
+    return None, start, end
+
+
 def cmd_read(args: argparse.Namespace) -> int:
     table = HudiTable.open(Storage(), args.uri)
+    as_of, start, end = _time_bounds(table, args)
     opts = ReadOptions(
-        as_of=args.as_of,
+        as_of=as_of,
         columns=tuple(c.strip() for c in args.columns.split(",")) if args.columns else None,
         filters=_filters(args.filter),
         read_optimized=args.read_optimized,
-        start=args.start,
-        end=args.end,
+        start=start,
+        end=end,
     )
     if args.out:
         writer: pq.ParquetWriter | None = None

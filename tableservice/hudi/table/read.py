@@ -193,6 +193,12 @@ def read(table: HudiTable, options: ReadOptions | None = None) -> pa.Table:
     return schema.empty_table()
 
 
+def compares_completion_times(config: TableConfig) -> bool:
+    """Whether incremental bounds are compared with completion times (table versions 8 and 9, timeline layout 2,
+    Hudi 1.x) rather than with requested (instant) times (version 6)."""
+    return config.layout_version >= 2
+
+
 def incremental_instants(table: HudiTable, timeline: Timeline, start: str, end: str | None) -> frozenset[str]:
     """Requested times of the completed writes an incremental read (start, end] covers. Table version 6 ranges
     over requested times; versions 8 and 9 over completion times (Hudi 1.x semantics)."""
@@ -200,13 +206,10 @@ def incremental_instants(table: HudiTable, timeline: Timeline, start: str, end: 
         raise PermanentError(
             "incremental reads need Hudi meta fields (hoodie.populate.meta.fields=false)", table=table.label
         )
+    by_completion = compares_completion_times(table.config)
     out = set()
     for instant in timeline.completed_writes():
-        t = (
-            instant.completion_time
-            if table.config.layout_version >= 2 and instant.completion_time
-            else instant.requested_time
-        )
+        t = instant.completion_time if by_completion and instant.completion_time else instant.requested_time
         if t > start and (end is None or t <= end):
             out.add(instant.requested_time)
     return frozenset(out)
