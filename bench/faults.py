@@ -13,12 +13,15 @@ import time
 from collections.abc import Callable
 
 from bench.common import bench_dir
+from tests.support.faults.disk_and_damage import READERS, damage_trial, enospc_trial
 from tests.support.faults.harness import Harness, TrialResult, lazy_executor
 from tests.support.faults.report import print_table
 from tests.support.faults.tables import SERVICES
 
 FAULTS: dict[str, Callable[[Harness, str], TrialResult]] = {
     "kill": Harness.kill_trial,
+    "enospc": enospc_trial,
+    "damage": damage_trial,  # only for the services that read committed data files (READERS)
 }
 
 
@@ -36,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         harness = Harness(root, executor, seed=args.seed)
         for service in args.services.split(","):
             for fault in args.faults.split(","):
+                if fault == "damage" and service not in READERS:
+                    continue
                 for _ in range(args.trials):
                     result = FAULTS[fault](harness, service)
                     mark = "ok " if result.recovered else "BAD"

@@ -16,6 +16,7 @@ COUNTER = "TABLESERVICE_FAULT_COUNTER"
 KILL_AT = "TABLESERVICE_FAULT_KILL_AT"
 KILL_MODE = "TABLESERVICE_FAULT_KILL_MODE"
 KILL_DELAY_MS = "TABLESERVICE_FAULT_KILL_DELAY_MS"
+GROUP = "TABLESERVICE_FAULT_GROUP"  # the pass's process group, set by its first process for those it starts
 COUNTED = ("write_bytes", "create_if_absent", "open_output_stream", "delete", "delete_dir", "rename")
 
 
@@ -42,6 +43,10 @@ def read_count(path: str) -> int:
 
 
 def kill_group() -> None:
+    """SIGKILL the pass's process group (Spark's Python workers run in a group of their own: theirs too)."""
+    group = int(os.environ.get(GROUP, "0") or 0)
+    if group and group != os.getpgrp():
+        os.killpg(group, signal.SIGKILL)
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
@@ -61,6 +66,7 @@ def install() -> None:
     from tableservice.storage import fs
 
     counter = os.environ[COUNTER]
+    os.environ.setdefault(GROUP, str(os.getpgrp()))  # inherited by the JVM and the workers it starts
     kill_at = int(os.environ.get(KILL_AT, "0") or 0)
     mode = os.environ.get(KILL_MODE, "before")
     delay = int(os.environ.get(KILL_DELAY_MS, "0") or 0) / 1000
