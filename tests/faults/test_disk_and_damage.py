@@ -20,7 +20,6 @@ def test_disk_full_during_the_action_then_recovery(service: str, harness: Harnes
         assert result.recovered, result.describe()
 
 
-@pytest.mark.needs_committed_data_check
 @pytest.mark.spark
 @pytest.mark.parametrize("service", ["compaction", "clustering"])
 def test_damaged_committed_file_stops_the_action_naming_it(service: str, harness: Harness) -> None:
