@@ -196,6 +196,26 @@ class Metrics:
             name("actions_held_back"), "Actions not retried after a permanent failure (a corrupt file, a bad plan)",
             ("table", "action"), registry=reg,
         )  # fmt: skip
+        self._last_success = Gauge(
+            name("last_success_timestamp_seconds"),
+            "Unix time the table's last execution of this action committed", ta, registry=reg,
+        )  # fmt: skip
+        self._cleaned_files = Counter(
+            name("cleaned_files"), "Files deleted from storage by clean executions", ("table",), registry=reg
+        )
+        self._cleaned_bytes = Counter(
+            name("cleaned_bytes"), "Bytes of the files clean executions deleted", ("table",), registry=reg
+        )
+        self._archived = Counter(
+            name("archived_instants"),
+            "Instants moved from the active timeline to the archive",
+            ("table",),
+            registry=reg,
+        )
+        self._rolled_back = Counter(
+            name("failed_writes_rolled_back"), "Failed writes (of writers or of table services) rolled back",
+            ("table",), registry=reg,
+        )  # fmt: skip
         # --- process
         self._build_info = Info(name("build"), "Build of the tableservice daemon", registry=reg)
         self._build_info.info({"version": version, "python": platform.python_version()})
@@ -288,6 +308,30 @@ class Metrics:
         for metric, amount in checked:
             # Touch the series even for 0 so that rate() has a starting point.
             self._child(metric, table, action).inc(amount)
+
+    def record_effects(
+        self,
+        table: str,
+        action: str,
+        *,
+        finished_at: float,
+        files_deleted: int = 0,
+        bytes_deleted: int = 0,
+        instants_archived: int = 0,
+        failed_writes_rolled_back: int = 0,
+    ) -> None:
+        """What a committed execution of `action` changed beyond its I/O, and when it committed (unix seconds)."""
+        _check_label("action", action)
+        self._child(self._last_success, table, action).set(_check_non_negative("finished_at", finished_at))
+        for metric, metric_name, amount, owner in (
+            (self._cleaned_files, "cleaned_files_total", files_deleted, "clean"),
+            (self._cleaned_bytes, "cleaned_bytes_total", bytes_deleted, "clean"),
+            (self._archived, "archived_instants_total", instants_archived, "archival"),
+            (self._rolled_back, "failed_writes_rolled_back_total", failed_writes_rolled_back, "rollback"),
+        ):
+            checked = _check_non_negative(metric_name, amount)
+            if checked or action == owner:  # the owning action touches its series even for 0 (rate() needs a start)
+                self._child(metric, table).inc(checked)
 
     # --- locks -------------------------------------------------------------------------------------
 

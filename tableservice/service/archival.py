@@ -33,4 +33,4 @@ class ArchivalService(ServiceBase[ArchivalPolicy]):
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         archived = archive(ctx.table, self.settings.policy, lock=ctx.lock_factory(), lease=lease)
-        return Outcome(self.name, instant, archived)
+        return Outcome(self.name, instant, archived, instants_archived=len(archived))

@@ -3,7 +3,7 @@ says enough has changed (planning: `tableservice.planning.clean`, execution: `ta
 
 from __future__ import annotations
 
-from tableservice.hudi.action.clean import execute_clean, schedule_clean
+from tableservice.hudi.action.clean import execute_clean, planned_file_sizes, schedule_clean
 from tableservice.hudi.table.hudi_table import TableSnapshot
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockHandle
@@ -28,5 +28,13 @@ class CleanService(ServiceBase[CleanPolicy]):
         return schedule_clean(ctx.table, CleanPlanner(self.settings.policy), lock=ctx.lock_factory(), force=True)
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
+        sizes = planned_file_sizes(ctx.table, instant)
         metadata = execute_clean(ctx.table, instant, lock=ctx.lock_factory(), lease=lease, require_pending=True)
-        return Outcome(self.name, instant, metadata)
+        deleted = [(p, f) for p, m in metadata.partition_metadata.items() for f in m.success_delete_files]
+        return Outcome(
+            self.name,
+            instant,
+            metadata,
+            files_deleted=metadata.total_files_deleted,
+            bytes_deleted=sum(sizes.get(f, 0) for f in deleted),
+        )

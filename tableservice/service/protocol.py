@@ -37,8 +37,13 @@ class Outcome:
     value: object = None
     bytes_read: int = 0
     bytes_written: int = 0
+    records_read: int = 0
     records_written: int = 0
     log_files_compacted: int = 0
+    files_deleted: int = 0  # clean: files removed from storage
+    bytes_deleted: int = 0
+    instants_archived: int = 0
+    failed_writes_rolled_back: int = 0  # rollback of a failed write (not the resumption of a rollback)
 
 
 class SchedulingDeferred(Exception):

@@ -55,4 +55,4 @@ class RollbackService(ServiceBase[FailedWritesSettings]):
             done = resume_rollback(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)
         else:
             done = rollback(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)
-        return Outcome(self.name, instant, done)
+        return Outcome(self.name, instant, done, failed_writes_rolled_back=int(instant.action is not Action.ROLLBACK))

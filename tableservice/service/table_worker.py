@@ -430,12 +430,24 @@ class TableWorker:
         result.record(outcome)
         if self.settings.verify_metadata_after_action and ctx.table.config.has_metadata_table:
             self._guarded("metadata_verify", t, result, lambda: verify_in_step(ctx.table))
-        if self.metrics is not None and (outcome.bytes_read or outcome.bytes_written or outcome.records_written):
+        if self.metrics is None:
+            return
+        self.metrics.record_effects(
+            self.label,
+            svc.name,
+            finished_at=time.time(),
+            files_deleted=outcome.files_deleted,
+            bytes_deleted=outcome.bytes_deleted,
+            instants_archived=outcome.instants_archived,
+            failed_writes_rolled_back=outcome.failed_writes_rolled_back,
+        )
+        if outcome.bytes_read or outcome.bytes_written or outcome.records_read or outcome.records_written:
             self.metrics.record_io(
                 self.label,
                 svc.name,
                 bytes_read=outcome.bytes_read,
                 bytes_written=outcome.bytes_written,
+                records_read=outcome.records_read,
                 records_written=outcome.records_written,
                 log_files_compacted=outcome.log_files_compacted,
             )

@@ -325,5 +325,24 @@ def execute_clean(
     return metadata
 
 
+def planned_file_sizes(table: HudiTable, instant: Instant) -> dict[tuple[str, str], int]:
+    """Sizes of the files a pending clean plans to delete, by (partition, file name): one listing per partition
+    (what the clean's metrics count as bytes deleted). Empty when the plan cannot be read (the clean reports why)."""
+    plan_file = table.active.path_of(instant.with_state(State.REQUESTED))
+    try:
+        resolved = resolve_clean_plan(
+            table, decode_cleaner_plan(table.storage.read_bytes(plan_file), path=plan_file), plan_file=plan_file
+        )
+    except TableServiceError:
+        return {}
+    out: dict[tuple[str, str], int] = {}
+    wanted = {(t.partition, t.file_name) for t in resolved.files}
+    for partition in sorted({p for p, _ in wanted}):
+        for fi in table.storage.list(partition_location(table.base_path, partition)):
+            if (partition, fi.name) in wanted:
+                out[(partition, fi.name)] = fi.size
+    return out
+
+
 def pending_cleans(table: HudiTable) -> list[Instant]:
     return list(table.reload().pending_of(Action.CLEAN))
