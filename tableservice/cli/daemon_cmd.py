@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from tableservice.cli import status_cmd
 from tableservice.cli.logsetup import configure_logging
 from tableservice.cli.operator import add_table_arguments, operator_table
 from tableservice.config import DaemonConfig, load_config, resolve_named_tables
@@ -40,9 +40,12 @@ def register(sub: Any) -> None:
     once = sub.add_parser("once", help="one pass over every table: execute what is pending, schedule what is due")
     once.add_argument("--config", required=True)
     once.set_defaults(handler=cmd_once)
-    status = sub.add_parser("status", help="per table: type, version, pending actions, last compaction, health")
-    status.add_argument("--config", required=True)
-    status.add_argument("--json", action="store_true")
+    status = sub.add_parser(
+        "status",
+        help="the running daemon's view of every table (health, running, quarantined, pending); --offline reads "
+        "the tables; exit 1 when a table is not healthy",
+    )
+    status_cmd.add_arguments(status)
     status.set_defaults(handler=cmd_status)
     compact = sub.add_parser("compact", help="operator commands for compaction")
     csub = compact.add_subparsers(dest="compact_command", required=True)
@@ -127,6 +130,10 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if not args.offline:
+        return status_cmd.render(
+            status_cmd.fetch_status(config, status_cmd.daemon_url(config, args.url)), as_json=args.json
+        )
     rows = []
     with _workers(config, SparkExecutor(executor_settings(config))) as workers:
         for worker in workers:
@@ -137,21 +144,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             except TableServiceError as e:
                 worker.status.set_health(TableHealth.ERROR, str(e))
             rows.append(worker.status.to_json())
-    if args.json:
-        json.dump({"tables": rows}, sys.stdout, indent=2, default=str)
-        print()
-        return 0
-    for r in rows:
-        print(
-            f"{r['name']} ({r['uri']}): {r['table_type'] or '?'} v{r['table_version']}, health {r['health']}"
-            + (f" ({r['health_reason']})" if r["health_reason"] else "")
-            + f", last compaction {r['last_compaction'] or '-'}"
-        )
-        pending = r["pending"]
-        assert isinstance(pending, list)
-        for p in pending:
-            print(f"  pending {p['action']} {p['instant']} ({p['state']}, {p['age_seconds']:.0f}s old)")
-    return 0
+    return status_cmd.render({"tables": rows}, as_json=args.json)
 
 
 def cmd_compact_schedule(args: argparse.Namespace) -> int:

@@ -61,7 +61,7 @@ def test_status_lists_pending_actions_and_health(tmp_path: Path, capsys: pytest.
     mdt = fixture_table("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(config_text([path, str(mdt)], max_delta_commits=50))
-    assert main(["status", "--config", str(cfg), "--json"]) == 0
+    assert main(["status", "--config", str(cfg), "--offline", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     by_uri = {r["uri"]: r for r in out["tables"]}
     mine = by_uri[path]
@@ -72,7 +72,7 @@ def test_status_lists_pending_actions_and_health(tmp_path: Path, capsys: pytest.
     assert by_uri[str(mdt)]["last_compaction"] == "20251220210129235"
     v6 = fixture_table("tests-data/cow/v6_partitioned_metadata", tmp_path / "v6")  # Hudi 0.14, metadata table
     cfg.write_text(config_text([str(v6)], max_delta_commits=50))
-    assert main(["status", "--config", str(cfg), "--json"]) == 0
+    assert main(["status", "--config", str(cfg), "--offline", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["tables"]
     assert (row["table_version"], row["health"], row["health_reason"]) == (6, "ok", None)
 
