@@ -45,6 +45,7 @@ class ClusteringResult:
     stats: tuple[HoodieWriteStat, ...]
     replaced: dict[str, tuple[str, ...]]
     seconds: float
+    bytes_read: int = 0  # base and log bytes of the replaced file slices
 
     @property
     def bytes_written(self) -> int:
@@ -178,7 +179,7 @@ def execute_clustering(
         seconds,
         extra={"table": table.label, "instant": instant_time},
     )
-    return ClusteringResult(done, tuple(stats), replaced_t, seconds)
+    return ClusteringResult(done, tuple(stats), replaced_t, seconds, bytes_read=sum(g.input_bytes for g in groups))
 
 
 class ClusteringService(ServiceBase[ClusteringPolicy]):
@@ -200,5 +201,10 @@ class ClusteringService(ServiceBase[ClusteringPolicy]):
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         done = execute_clustering(ctx, instant.requested_time, self.settings.policy, lease=lease)
         return Outcome(
-            self.name, done.instant, done, bytes_written=done.bytes_written, records_written=done.records_written
+            self.name,
+            done.instant,
+            done,
+            bytes_read=done.bytes_read,
+            bytes_written=done.bytes_written,
+            records_written=done.records_written,
         )

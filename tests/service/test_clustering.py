@@ -68,6 +68,9 @@ def _cluster_and_check(path: str, executor: Any, policy: ClusteringPolicy, sort:
     as_of = {t: hudi_read(path, as_of=t) for t in earlier[-2:]}
     instant = schedule_clustering(ctx, policy, force=True)
     assert instant is not None
+    sizes = {
+        (sl.partition_path, sl.file_id): sl.total_size for sl in ctx.table.file_system_view().latest_merged_slices()
+    }
     version = ctx.table.config.version
     assert instant.action is (Action.REPLACE_COMMIT if version == 6 else Action.CLUSTERING)
     result = execute_clustering(_ctx(path, executor), instant.requested_time, policy)
@@ -78,6 +81,7 @@ def _cluster_and_check(path: str, executor: Any, policy: ClusteringPolicy, sort:
     assert md.operation_type == "CLUSTER"
     replaced = {(p, f) for p, fids in md.replaced_file_ids().items() for f in fids}
     assert replaced == {(p, f) for p, fids in result.replaced.items() for f in fids}
+    assert result.bytes_read == sum(sizes[g] for g in replaced)  # what the read_bytes metric counts
     visible = {g.id for g in table.file_system_view().file_groups()}
     assert replaced and result.stats, "the clustering replaced file groups and wrote new ones"
     assert not (visible & replaced), "replaced file groups must be hidden"
