@@ -196,6 +196,11 @@ class Metrics:
             name("actions_held_back"), "Actions not retried after a permanent failure (a corrupt file, a bad plan)",
             ("table", "action"), registry=reg,
         )  # fmt: skip
+        self._spark_job = Histogram(
+            name("spark_job_seconds"),
+            "Time of the Spark job running one action's tasks (the session's start-up excluded)", ta, registry=reg,
+            buckets=ACTION_DURATION_BUCKETS,
+        )  # fmt: skip
         self._last_success = Gauge(
             name("last_success_timestamp_seconds"),
             "Unix time the table's last execution of this action committed", ta, registry=reg,
@@ -308,6 +313,11 @@ class Metrics:
         for metric, amount in checked:
             # Touch the series even for 0 so that rate() has a starting point.
             self._child(metric, table, action).inc(amount)
+
+    def observe_spark_job(self, table: str, action: str, seconds: float) -> None:
+        """One action's Spark job ran for `seconds` (from submission to the last task, start-up excluded)."""
+        duration = _check_non_negative("spark_job_seconds", seconds)
+        self._child(self._spark_job, table, _check_label("action", action)).observe(duration)
 
     def record_effects(
         self,

@@ -11,6 +11,7 @@ lock and the executor lease are verified, and the completed instant is written.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
@@ -36,10 +37,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ActionHooks:
-    """Callbacks for metrics: lock wait and hold seconds."""
+    """Callbacks for metrics: lock wait and hold seconds, Spark job seconds of an action's tasks."""
 
     lock_waited: Callable[[float], None] = lambda seconds: None
     lock_held: Callable[[float], None] = lambda seconds: None
+    spark_job: Callable[[str, float], None] = lambda action, seconds: None  # one plan's tasks, Spark start-up excluded
 
 
 @dataclass
@@ -130,6 +132,8 @@ def run_plan(
     fenced = [replace(task, attempt_id=attempt) for task in tasks]
     heartbeat = Heartbeat(table.storage, table.base_path, t, ctx.heartbeat_interval_ms).start()
     try:
+        ctx.executor.start()  # a no-op once started: the job's time below excludes Spark's start-up
+        job_started = time.monotonic()
         stats = ctx.executor.run_tasks(
             fenced,
             tag=job_tag(table.name, action, t),
@@ -137,6 +141,7 @@ def run_plan(
             storage_options=ctx.storage_options,
             parallelism=parallelism,
         )
+        ctx.hooks.spark_job(action, time.monotonic() - job_started)
         removed = reconcile_attempt_files(ctx, inflight, stats, partitions)
         if removed:
             log.info("removed %d files of failed task attempts", removed, extra={"table": table.label, "instant": t})

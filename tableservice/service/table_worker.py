@@ -117,6 +117,7 @@ class TableWorker:
             hooks = ActionHooks(
                 lock_waited=lambda s: m.observe_lock_wait(name, provider, s),
                 lock_held=lambda s: m.observe_lock_hold(name, provider, s),
+                spark_job=lambda action, s: m.observe_spark_job(name, action, s),
             )
         return TableContext(
             table=table,

@@ -188,6 +188,9 @@ def test_write_completing_while_the_job_runs_abandons_the_clustering(
     job_ran, write_done = threading.Event(), threading.Event()
 
     class WriteCompletesDuringJob:
+        def start(self) -> Any:
+            return spark_executor.start()
+
         def run_tasks(self, *args: Any, **kwargs: Any) -> Any:
             out = spark_executor.run_tasks(*args, **kwargs)
             job_ran.set()

@@ -144,6 +144,16 @@ def test_permanent_errors_hold_back_the_action_or_quarantine_the_table_at_once(
     assert 'tableservice_table_errors_total{kind="InvalidPlanError",table="table1"} 1.0' in text
     assert 'tableservice_table_quarantined{table="table1"}' not in text
     assert 'tableservice_table_quarantined{table="table2"} 1.0' in text
+    # each committed compaction of the good table ran one Spark job, timed apart from the whole action
+    samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line and line[0] != "#"}
+    series = 'action="compaction",table="table0"'
+    done = samples[f"tableservice_actions_completed_total{{{series}}}"]
+    assert done >= 1 and samples[f"tableservice_spark_job_seconds_count{{{series}}}"] == done
+    job, whole = (
+        samples[f"tableservice_spark_job_seconds_sum{{{series}}}"],
+        samples[f"tableservice_action_duration_seconds_sum{{{series}}}"],
+    )
+    assert 0 < job < whole
     assert 'tableservice_table_errors_total{kind="InvalidTableConfigError",table="table2"} 1.0' in text
 
 
