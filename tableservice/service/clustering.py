@@ -176,7 +176,7 @@ def execute_clustering(
         len(groups),
         len(stats),
         seconds,
-        extra={"table": table.name, "instant": instant_time},
+        extra={"table": table.name, "instant": instant_time, "action": "clustering"},
     )
     return ClusteringResult(done, tuple(stats), replaced_t, seconds)
 
