@@ -4,8 +4,6 @@ the timeline re-read there. One lease, `archival`, keeps replicas from archiving
 
 from __future__ import annotations
 
-import logging
-
 from tableservice.hudi.action.archival import archive
 from tableservice.hudi.table.hudi_table import TableSnapshot
 from tableservice.hudi.timeline.instant import Instant
@@ -13,8 +11,6 @@ from tableservice.locks import LockHandle
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase
-
-log = logging.getLogger(__name__)
 
 
 class ArchivalService(ServiceBase[ArchivalPolicy]):
@@ -37,12 +33,4 @@ class ArchivalService(ServiceBase[ArchivalPolicy]):
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         archived = archive(ctx.table, self.settings.policy, lock=ctx.lock_factory(), lease=lease)
-        if archived:
-            log.info(
-                "archived %d instants, %s to %s",
-                len(archived),
-                archived[0].requested_time,
-                archived[-1].requested_time,
-                extra={"table": ctx.table.name, "instant": archived[-1].requested_time, "action": self.name},
-            )
         return Outcome(self.name, instant, archived)

@@ -3,8 +3,6 @@ says enough has changed (planning: `tableservice.planning.clean`, execution: `ta
 
 from __future__ import annotations
 
-import logging
-
 from tableservice.hudi.action.clean import execute_clean, schedule_clean
 from tableservice.hudi.table.hudi_table import TableSnapshot
 from tableservice.hudi.timeline.instant import Action, Instant
@@ -13,8 +11,6 @@ from tableservice.planning.clean.plan import CleanPlanner, clean_due
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase
-
-log = logging.getLogger(__name__)
 
 
 class CleanService(ServiceBase[CleanPolicy]):
@@ -33,10 +29,4 @@ class CleanService(ServiceBase[CleanPolicy]):
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
         metadata = execute_clean(ctx.table, instant, lock=ctx.lock_factory(), lease=lease, require_pending=True)
-        log.info(
-            "completed clean: %d files deleted, earliest commit retained %s",
-            metadata.total_files_deleted,
-            metadata.earliest_commit_to_retain or "-",
-            extra={"table": ctx.table.name, "instant": instant.requested_time, "action": self.name},
-        )
         return Outcome(self.name, instant, metadata)

@@ -96,14 +96,6 @@ class MetadataService(ServiceBase[MetadataPolicy]):
         with ctx.lock_factory()():
             lease.check()
             done = maintain_metadata_table(ctx.table, self.settings.policy)
-        if done.compaction or done.clean or done.archived:
-            log.info(
-                "maintained the metadata table: compaction %s, clean %s, %d instants archived",
-                done.compaction.requested_time if done.compaction else "-",
-                done.clean.requested_time if done.clean else "-",
-                len(done.archived),
-                extra={"table": ctx.table.name, "instant": instant.requested_time, "action": self.name},
-            )
         return Outcome(self.name, instant, done)
 
 
