@@ -10,13 +10,15 @@ threads turn every line into one log record:
   the JVM's stdout, the root logger at `level`), become records of the logger `jvm.<the log4j logger>` at the
   event's level, time and message, with its stack trace as the record's exception text;
 - any other line (stdout or stderr, split on `\\r` as well as `\\n`) becomes a record of `jvm.stdout` or
-  `jvm.stderr`: WARNING on stderr, INFO on stdout, DEBUG for known start-up notices and progress-bar frames.
+  `jvm.stderr`: at the level named among its first words (a user's own log4j layout), else WARNING on stderr and
+  INFO on stdout; DEBUG for known start-up notices and progress-bar frames.
 
 Records pass through Python logging, so the daemon's level and format (text or JSON lines) apply.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -56,6 +58,10 @@ _NOTICES = (
     re.compile(r"^To adjust logging level use sc\.setLogLevel"),
     re.compile(r"^\[Stage \d+.*\]\s*$"),  # a console progress bar frame (when spark.conf turns it on)
 )
+
+
+# A level word among a plain line's first three words (log4j's default and status layouts, the JVM's warnings).
+_NAMED_LEVEL = re.compile(r"^(?:\S+\s+){0,2}?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b:?\s")
 
 
 def log4j_level(spark_level: str, daemon_level: str) -> str:
@@ -157,8 +163,11 @@ def record_for(line: str, source: str) -> logging.LogRecord:
             record.exc_text = exception
         return record
     name = f"jvm.{source}"
+    named = _NAMED_LEVEL.match(line)
     if any(p.search(line) for p in _NOTICES):
         level = logging.DEBUG
+    elif named is not None:  # e.g. `26/11/25 22:40:24 WARN NativeCodeLoader: ...` under a log4j config of the user's
+        level = LOG4J_LEVELS["WARN" if named.group(1) == "WARNING" else named.group(1)]
     else:
         level = logging.WARNING if source == "stderr" else logging.INFO
     return logging.getLogger(name).makeRecord(name, level, "(jvm)", 0, line, (), None)
@@ -174,10 +183,25 @@ def _event(line: str) -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
+_exiting = threading.Event()
+
+
+def _stop_emitting() -> None:
+    """At interpreter exit (before logging's own shutdown, registered earlier, runs), relays stop writing: a daemon
+    thread holding stderr's lock while the interpreter finalizes would abort it. What the JVM writes after that
+    is read and dropped."""
+    _exiting.set()
+
+
+atexit.register(_stop_emitting)
+
+
 def relay(stream: IO[bytes], source: str) -> None:
     """Re-emit every line of `stream` through Python logging until it closes (the JVM exited)."""
     try:
         for line in _fragments(stream):
+            if _exiting.is_set():
+                continue
             record = record_for(line, source)
             logger = logging.getLogger(record.name)
             if logger.isEnabledFor(record.levelno):

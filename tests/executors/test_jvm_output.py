@@ -77,6 +77,12 @@ def test_a_log4j_event_keeps_its_level_logger_time_message_and_trace() -> None:
         ("[Stage 0:>                                      (0 + 1) / 2]", "stderr", logging.DEBUG),
         ("Traceback (most recent call last):", "stderr", logging.WARNING),
         ("printed by a worker", "stdout", logging.INFO),
+        ("26/11/25 22:40:24 WARN NativeCodeLoader: Unable to load native-hadoop library", "stderr", logging.WARNING),
+        ("2026-11-25T22:40:23.98Z main ERROR Reconfiguration failed: No configuration found", "stdout", logging.ERROR),
+        ("26/11/25 22:40:24 INFO SparkContext: Running Spark version 4.0.1", "stderr", logging.INFO),
+        ("WARNING: An illegal reflective access operation has occurred", "stderr", logging.WARNING),
+        ("a line whose sixth word is INFO here", "stderr", logging.WARNING),
+        ("ERROR details follow", "stderr", logging.ERROR),
         ('{"tableservice-jvm":1, not json', "stdout", logging.INFO),
     ],
 )
