@@ -73,11 +73,10 @@ def log4j_level(spark_level: str, daemon_level: str) -> str:
     if spark not in LOG4J_LEVELS:
         raise ValueError(f"not a log4j level: {spark_level!r}")
     floor = logging.getLevelName(daemon_level.strip().upper())
-    daemon = "FATAL" if isinstance(floor, int) and floor >= logging.CRITICAL else "ERROR"
-    for name, value in _BY_PYTHON_LEVEL:
-        if isinstance(floor, int) and floor <= value:
-            daemon = name
-            break
+    if not isinstance(floor, int):
+        raise ValueError(f"not a Python log level: {daemon_level!r}")
+    beyond = "FATAL" if floor >= logging.CRITICAL else "ERROR"
+    daemon = next((name for name, value in _BY_PYTHON_LEVEL if floor <= value), beyond)
     return spark if LOG4J_LEVELS[spark] >= LOG4J_LEVELS[daemon] else daemon
 
 

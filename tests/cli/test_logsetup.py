@@ -65,12 +65,15 @@ def test_json_logging_turns_uncaught_exceptions_and_warnings_into_events(capsys:
         thread = threading.Thread(target=lambda: 1 / 0, name="worker-1")
         thread.start()
         thread.join()
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # pytest records warnings itself: route this one as configure_logging does
             warnings.simplefilter("always")
+            logging.captureWarnings(False)
             logging.captureWarnings(True)
-            warnings.warn("mind the gap", UserWarning, stacklevel=1)
+            try:
+                warnings.warn("mind the gap", UserWarning, stacklevel=1)
+            finally:
+                logging.captureWarnings(False)
     finally:
-        logging.captureWarnings(False)
         sys.excepthook, threading.excepthook = saved[0], saved[1]
         root = logging.getLogger()
         root.handlers[:] = saved[2]

@@ -123,3 +123,26 @@ def test_once_in_json_mode_writes_one_json_event_per_line(tmp_path: Path) -> Non
         ),
         ("tableservice.once", "trips", None, f"archived {len(archived)} instants"),
     ]
+
+
+def test_a_driver_jvm_that_cannot_start_says_why_in_json_events(tmp_path: Path) -> None:
+    path = mor_table(tmp_path / "t", records=60, commits=3)
+    cfg = tmp_path / "c.yaml"
+    text = _config(path).replace("spark.cache.class: unused", "spark.driver.memory: lots")
+    cfg.write_text(text)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tableservice", "once", "--config", str(cfg)],
+        env=env,
+        capture_output=True,
+        timeout=240,
+    )
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    assert proc.returncode == 1
+    assert _events(out, "stdout") == []
+    events = _events(err, "stderr")
+    jvm = [(e["logger"], e["level"], e["message"]) for e in events if e["logger"].startswith("jvm.")]
+    assert ("jvm.stderr", "WARNING", "Invalid maximum heap size: -Xmxlots") in jvm
+    failed = [e for e in events if e["logger"] == "tableservice.once"]
+    assert [(e["level"], e["table"]) for e in failed] == [("ERROR", "trips")]
+    assert "JAVA_GATEWAY_EXITED" in failed[0]["message"]
