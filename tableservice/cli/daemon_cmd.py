@@ -88,42 +88,75 @@ def _workers(config: DaemonConfig, executor: SparkExecutor) -> Iterator[list[Tab
         executor.stop()
 
 
+class _PassReport:
+    """What `once` did, one line per table and action: printed (stdout, failures on stderr) with the text log format;
+    with `log.format: json`, log events of `tableservice.once` (table, instant and action as fields), so that
+    every line the command writes is a JSON object."""
+
+    def __init__(self, fmt: str) -> None:
+        self.json = fmt == "json"
+        self.log = logging.getLogger("tableservice.once")
+
+    def __call__(
+        self, table: str, text: str, *, instant: str | None = None, action: str | None = None, failed: bool = False
+    ) -> None:
+        if not self.json:
+            print(f"{table}: {text}", file=sys.stderr if failed else sys.stdout)
+            return
+        context = {"table": table, "instant": instant, "action": action}
+        self.log.log(logging.ERROR if failed else logging.INFO, "%s", text, extra=context)
+
+
 def cmd_once(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     configure_logging(config.service.log.level, config.service.log.format)
+    report = _PassReport(config.service.log.format)
     failures = 0
     with _workers(config, SparkExecutor(executor_settings(config))) as workers:
         for worker in workers:
+            name = worker.label
             try:
                 result = worker.run_pass()
             except TableServiceError as e:
-                print(f"{worker.label}: error: {type(e).__name__}: {e}", file=sys.stderr)
+                report(name, f"error: {type(e).__name__}: {e}", failed=True)
                 failures += 1
                 continue
             except Exception as e:  # a bug must not keep the tables after this one from being served
-                log.exception("unexpected error", extra={"table": worker.label})
-                print(f"{worker.label}: unexpected {type(e).__name__}: {e}", file=sys.stderr)
+                log.exception("unexpected error", extra={"table": name})
+                report(name, f"unexpected {type(e).__name__}: {e}", failed=True)
                 failures += 1
                 continue
             for instant in result.scheduled:
-                print(f"{worker.label}: scheduled {instant}")
+                report(name, f"scheduled {instant}", instant=instant)
             for instant in result.cleaned:
-                print(f"{worker.label}: completed clean {instant}")
+                report(name, f"completed clean {instant}", instant=instant, action="clean")
             if result.archived:
-                print(f"{worker.label}: archived {len(result.archived)} instants")
+                report(name, f"archived {len(result.archived)} instants", action="archival")
             for clustered in result.clustered:
-                print(
-                    f"{worker.label}: completed clustering {clustered.instant.requested_time} "
-                    f"({len(clustered.stats)} new files, {clustered.seconds:.1f}s)"
+                t = clustered.instant.requested_time
+                report(
+                    name,
+                    f"completed clustering {t} ({len(clustered.stats)} new files, {clustered.seconds:.1f}s)",
+                    instant=t,
+                    action="clustering",
                 )
             for done in result.completed:
-                print(
-                    f"{worker.label}: completed compaction {done.instant.requested_time} "
-                    f"({len(done.stats)} file groups, {done.seconds:.1f}s)"
+                t = done.instant.requested_time
+                report(
+                    name,
+                    f"completed compaction {t} ({len(done.stats)} file groups, {done.seconds:.1f}s)",
+                    instant=t,
+                    action="compaction",
                 )
             for f in result.failed:
                 what = f"{f.action} {f.instant}" if f.instant else f.action
-                print(f"{worker.label}: {what} failed: {type(f.error).__name__}: {f.error}", file=sys.stderr)
+                report(
+                    name,
+                    f"{what} failed: {type(f.error).__name__}: {f.error}",
+                    instant=f.instant or None,
+                    action=f.action,
+                    failed=True,
+                )
                 failures += 1
     return 1 if failures else 0
 

@@ -7,7 +7,9 @@ import json
 import logging
 import re
 import sys
+import threading
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 from tableservice.errors import redact_url_credentials
@@ -35,8 +37,9 @@ class TextFormatter(logging.Formatter):
         line = f"{stamp} {record.levelname:<7} {record.name}: {record.getMessage()}"
         if ctx:
             line += f" [{ctx}]"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+        exception = _exception_text(self, record)
+        if exception:
+            line += "\n" + exception
         return redact(line)
 
 
@@ -52,12 +55,22 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, key, None)
             if value is not None:
                 out[key] = value
-        if record.exc_info:
-            out["exception"] = redact(self.formatException(record.exc_info))
+        exception = _exception_text(self, record)
+        if exception:
+            out["exception"] = redact(exception)
         return json.dumps(out, default=str)
 
 
+def _exception_text(formatter: logging.Formatter, record: logging.LogRecord) -> str:
+    """The record's traceback: formatted from `exc_info`, or the text it came with (`exc_text`: a JVM stack trace)."""
+    if record.exc_info:
+        return formatter.formatException(record.exc_info)
+    return record.exc_text or ""
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
+    """One handler on stderr for the whole process. Python warnings become records of `py.warnings`; with JSON, an
+    uncaught exception (main thread or another) becomes one record too instead of a raw traceback."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
@@ -67,3 +80,25 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     root.setLevel(level.upper())
     for noisy in ("py4j", "botocore", "urllib3", "kazoo"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    logging.captureWarnings(True)
+    if fmt == "json":
+        sys.excepthook = _log_uncaught
+        threading.excepthook = _log_uncaught_in_thread
+
+
+def _log_uncaught(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    logging.getLogger("tableservice").critical("uncaught %s: %s", kind.__name__, value, exc_info=(kind, value, tb))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    value = args.exc_value if args.exc_value is not None else args.exc_type()
+    name = args.thread.name if args.thread is not None else "?"
+    logging.getLogger("tableservice").critical(
+        "uncaught %s in thread %s: %s",
+        args.exc_type.__name__,
+        name,
+        value,
+        exc_info=(args.exc_type, value, args.exc_traceback),
+    )

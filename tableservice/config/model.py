@@ -65,15 +65,23 @@ class HttpSettings(_Section):
 
 
 class LogSettings(_Section):
+    """The daemon's log on stderr: one event a line (JSON objects with `format: json`), the driver JVM's output
+    (log4j2 events, Spark's and the Python workers' prints) re-emitted as events of the loggers `jvm.*`."""
+
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     format: Literal["text", "json"] = "text"
+    spark_level: Literal["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"] = "WARN"
+    """The driver JVM's log4j2 root level (raised to `level` when that is more severe)."""
 
-    @field_validator("level", "format", mode="before")
+    @field_validator("level", "format", "spark_level", mode="before")
     @classmethod
     def _case(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):
             return value
-        return value.strip().upper() if info.field_name == "level" else value.strip().lower()
+        if info.field_name == "format":
+            return value.strip().lower()
+        upper = value.strip().upper()
+        return "WARN" if info.field_name == "spark_level" and upper == "WARNING" else upper
 
 
 class ServiceSettings(_Section):

@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 
 from tableservice import errors
 from tableservice.errors import PermanentError, RetryableError, SparkJobError, TableServiceError
+from tableservice.executors.jvm_output import classic_session
 from tableservice.hudi.action.tasks import Task, run_task, task_from_json
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.storage import Storage, StorageOptions
@@ -40,6 +41,9 @@ class SparkSettings:
     remote: str | None = None  # Spark Connect, e.g. sc://host:15002
     app_name: str = "tableservice"
     conf: Mapping[str, str] = field(default_factory=dict)
+    jvm_log_level: str | None = "WARN"
+    """The driver JVM's log4j2 root level, its output re-emitted through Python logging (`jvm_output`); None leaves
+    the JVM's logging and standard streams as PySpark sets them up."""
 
 
 def job_tag(table: str, action: str, instant: str) -> str:
@@ -134,18 +138,23 @@ class SparkExecutor:
                 self._session, self._owns_session = active, False
                 log.info("using the spark session already running in this process")
                 return active
-            builder = SparkSession.builder.appName(s.app_name)
             if s.remote:
-                builder = builder.remote(s.remote)
+                builder = SparkSession.builder.appName(s.app_name).remote(s.remote)
+                for key, value in s.conf.items():
+                    builder = builder.config(key, value)
+                session = builder.getOrCreate()
             else:
                 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
                 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-                builder = builder.master(s.master or "local[*]")
-                builder = builder.config("spark.ui.enabled", "false")
-                builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
-            for key, value in s.conf.items():
-                builder = builder.config(key, value)
-            self._session, self._owns_session = builder.getOrCreate(), True
+                options = {
+                    "spark.app.name": s.app_name,
+                    "spark.master": s.master or "local[*]",
+                    "spark.ui.enabled": "false",
+                    "spark.sql.execution.arrow.pyspark.enabled": "true",
+                    **s.conf,
+                }
+                session = classic_session(options, s.jvm_log_level)
+            self._session, self._owns_session = session, True
             log.info("spark session started (%s)", s.remote or s.master)
             return self._session
 

@@ -177,7 +177,7 @@ def execute_clustering(
         len(groups),
         len(stats),
         seconds,
-        extra={"table": table.label, "instant": instant_time},
+        extra={"table": table.label, "instant": instant_time, "action": "clustering"},
     )
     return ClusteringResult(done, tuple(stats), replaced_t, seconds, bytes_read=sum(g.input_bytes for g in groups))
 

@@ -161,7 +161,7 @@ def execute_compaction(
         "completed compaction of %d file groups in %.1fs",
         len(stats),
         seconds,
-        extra={"table": table.label, "instant": instant_time},
+        extra={"table": table.label, "instant": instant_time, "action": "compaction"},
     )
     return CompactionResult(done, tuple(stats), seconds)
 

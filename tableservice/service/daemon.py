@@ -34,6 +34,7 @@ from tableservice.config import (
 )
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError, RetryableError, TableServiceError
+from tableservice.executors.jvm_output import log4j_level
 from tableservice.executors.spark import SparkExecutor
 from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
 from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy
@@ -114,8 +115,13 @@ def status_token(settings: HttpSettings) -> str | None:
 
 def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
     s = config.spark
+    log_settings = config.service.log
     return ExecutorSparkSettings(
-        master=None if s.remote else (s.master or "local[*]"), remote=s.remote, app_name=s.app_name, conf=dict(s.conf)
+        master=None if s.remote else (s.master or "local[*]"),
+        remote=s.remote,
+        app_name=s.app_name,
+        conf=dict(s.conf),
+        jvm_log_level=log4j_level(log_settings.spark_level, log_settings.level),
     )
 
 

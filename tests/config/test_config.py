@@ -101,6 +101,13 @@ def test_empty_file_is_all_defaults() -> None:
     assert parse_config("# nothing\n").tables == []
 
 
+def test_log_levels_take_either_spelling() -> None:
+    log = parse_config("service:\n  log: {level: warning, format: JSON, spark_level: warning}\n").service.log
+    assert (log.level, log.format, log.spark_level) == ("WARNING", "json", "WARN")
+    assert DaemonConfig().service.log.spark_level == "WARN"
+    assert parse_config("service:\n  log: {spark_level: error}\n").service.log.spark_level == "ERROR"
+
+
 # --- bad configurations ------------------------------------------------------------------------------------------
 
 BAD: list[tuple[str, str, dict[str, str], list[str]]] = [
@@ -112,6 +119,7 @@ BAD: list[tuple[str, str, dict[str, str], list[str]]] = [
     ("negative interval", "service:\n  poll_interval_seconds: -1\n", {}, [
         "service.poll_interval_seconds = -1", "greater than 0"]),
     ("jitter out of range", "service:\n  poll_jitter: 1.5\n", {}, ["service.poll_jitter = 1.5"]),
+    ("bad spark log level", "service:\n  log:\n    spark_level: LOUD\n", {}, ["service.log.spark_level = 'LOUD'"]),
     ("backoff order", "service:\n  retry:\n    initial_backoff_seconds: 100\n    max_backoff_seconds: 10\n", {}, [
         "service.retry.max_backoff_seconds", "at least initial_backoff_seconds"]),
     ("master and remote", "spark:\n  master: local[2]\n  remote: sc://spark:15002\n", {}, [

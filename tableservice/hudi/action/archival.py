@@ -104,7 +104,7 @@ def archive(
         len(instants),
         instants[0].requested_time,
         instants[-1].requested_time,
-        extra={"table": table.label},
+        extra={"table": table.label, "instant": instants[-1].requested_time, "action": "archival"},
     )
     return instants
 

@@ -320,7 +320,7 @@ def execute_clean(
         metadata.total_files_deleted,
         failed,
         len(deleted_partitions),
-        extra={"table": table.label, "instant": current.requested_time},
+        extra={"table": table.label, "instant": current.requested_time, "action": "clean"},
     )
     return metadata
 
