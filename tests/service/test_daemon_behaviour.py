@@ -147,8 +147,8 @@ def test_permanent_errors_hold_back_the_action_or_quarantine_the_table_at_once(
     # each committed compaction of the good table ran one Spark job, timed apart from the whole action
     samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line and line[0] != "#"}
     series = 'action="compaction",table="table0"'
-    done = samples[f"tableservice_actions_completed_total{{{series}}}"]
-    assert done >= 1 and samples[f"tableservice_spark_job_seconds_count{{{series}}}"] == done
+    completed = samples[f"tableservice_actions_completed_total{{{series}}}"]
+    assert completed >= 1 and samples[f"tableservice_spark_job_seconds_count{{{series}}}"] == completed
     job, whole = (
         samples[f"tableservice_spark_job_seconds_sum{{{series}}}"],
         samples[f"tableservice_action_duration_seconds_sum{{{series}}}"],
