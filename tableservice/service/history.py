@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -167,8 +167,10 @@ class ActionHistory:
         max_age_days: float = 90.0,
         metrics: Metrics | None = None,
         read_only: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
+        self._clock = clock
         self.max_rows = max_rows
         self.max_age_s = max_age_days * _DAY_S
         self.read_only = read_only
@@ -220,7 +222,7 @@ class ActionHistory:
                     db = self._connection()
                     with _transaction(db):
                         db.execute(_INSERT, [_column(getattr(record, c)) for c in _COLUMNS])
-                        self._prune(db, record.ended)
+                        self._prune(db, self._clock())
                     return True
                 except BaseException:
                     self._drop()
