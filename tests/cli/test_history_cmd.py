@@ -89,11 +89,11 @@ def test_history_asks_the_daemon_and_reads_the_file_offline(tmp_path: Path, caps
             text = capsys.readouterr().out.splitlines()
             assert len(text) == 3 and all(" beta " in line for line in text)
             assert main(["history", "--config", str(cfg), "--table", "alpha"]) == 0
-            text = capsys.readouterr().out
+            out = capsys.readouterr().out
             failed = records[4]
-            assert f"alpha  compaction {failed.instant}  failed  30.0s" in text
-            assert "  SparkJobError: executor lost (injected)" in text
-            assert f"clean {records[0].instant}  completed  30.0s; {records[0].files_deleted} files deleted" in text
+            assert f"alpha  compaction {failed.instant}  failed  30.0s" in out
+            assert "  SparkJobError: executor lost (injected)" in out
+            assert f"clean {records[0].instant}  completed  30.0s; {records[0].files_deleted} files deleted" in out
             # The same from the file, without the daemon.
             assert main(["history", "--config", str(cfg), "--offline", "--json"]) == 0
             assert json.loads(capsys.readouterr().out)["actions"] == online["actions"]
