@@ -153,9 +153,10 @@ def test_permanent_errors_hold_back_the_action_or_quarantine_the_table_at_once(
     assert [(r.action, r.outcome) for r in held] == [("compaction", ActionOutcome.HELD_BACK)]
     assert "nope-0" in (held[0].error or "")
     compactions = HudiTable.open(Storage(), good).timeline().completed().filter(lambda i: i.action is Action.COMPACTION)
-    done = {i.requested_time for i in compactions}
-    rows = [r for r in daemon.history.query(table="table0", limit=10_000) if r.instant in done]
-    assert sorted(r.instant for r in rows) == sorted(done) and {r.outcome for r in rows} == {ActionOutcome.COMPLETED}
+    compacted = {i.requested_time for i in compactions}
+    rows = [r for r in daemon.history.query(table="table0", limit=10_000) if r.instant in compacted]
+    assert sorted(r.instant for r in rows) == sorted(compacted)
+    assert {r.outcome for r in rows} == {ActionOutcome.COMPLETED}
     written = daemon.metrics.registry.get_sample_value(
         "tableservice_written_records_total", {"table": "table0", "action": "compaction"}
     )
