@@ -178,6 +178,10 @@ class ConfigError(PermanentError):
     """The daemon's configuration is invalid."""
 
 
+class HistoryError(PermanentError):
+    """The daemon's action history (an SQLite file) cannot be read."""
+
+
 class SavepointError(PermanentError):
     """A savepoint was refused: the instant is unknown, pending, not a commit, already savepointed or older than
     the cleaner's window (Hudi's HoodieSavepointException). `instant_time` names the instant."""

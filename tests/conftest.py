@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +26,15 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("AWS_ACCESS_KEY_ID", MotoServer.access_key_id)
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", MotoServer.secret_access_key)
+    # Daemons the tests start keep their action history under the state folder: a fresh one for the run, never
+    # the user's (subprocesses inherit it).
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="tableservice-test-state-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if os.path.basename(state).startswith("tableservice-test-state-"):
+        shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

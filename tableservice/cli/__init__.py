@@ -8,7 +8,16 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tableservice import __version__
-from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, index_cmd, lock_cmd, service_cmd, table_cmd
+from tableservice.cli import (
+    daemon_cmd,
+    demo_cmd,
+    generate_cmd,
+    history_cmd,
+    index_cmd,
+    lock_cmd,
+    service_cmd,
+    table_cmd,
+)
 from tableservice.cli.locations import resolve_locations
 from tableservice.cli.logsetup import RedactingFormatter
 from tableservice.errors import ConfigError, InvalidTimeTravelError, TableServiceError
@@ -22,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
     sub = parser.add_subparsers(dest="command", required=True)
     daemon_cmd.register(sub)
+    history_cmd.register(sub)
     table_cmd.register(sub)
     generate_cmd.register(sub)
     demo_cmd.register(sub)

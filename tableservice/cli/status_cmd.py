@@ -32,24 +32,42 @@ def daemon_url(config: DaemonConfig, url: str | None) -> str:
     return f"http://{host}:{http.port}"
 
 
-def fetch_status(config: DaemonConfig, url: str) -> dict[str, Any]:
-    """The daemon's /status document; ConfigError (exit 2) when it does not answer or refuses."""
-    request = urllib.request.Request(f"{url}/status", headers={"Accept": "application/json"})
+def fetch_json(config: DaemonConfig, url: str, target: str, *, offline: str = "reads the tables instead") -> Any:
+    """The JSON document the daemon at `url` answers at `target` (a path and query), with the bearer token of
+    `service.http.status_token_file`; ConfigError (exit 2) when it does not answer or refuses (`offline` says what
+    `--offline` does instead)."""
+    path = target.partition("?")[0]
+    request = urllib.request.Request(f"{url}{target}", headers={"Accept": "application/json"})
     token = status_token(config.service.http)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as reply:
-            document = json.loads(reply.read().decode("utf-8"))
+            return json.loads(reply.read().decode("utf-8"))
     except urllib.error.HTTPError as e:
-        raise ConfigError(f"the daemon at {url} answered /status with HTTP {e.code} {e.reason}") from e
+        detail = _error_detail(e)
+        raise ConfigError(f"the daemon at {url} answered {path} with HTTP {e.code} {e.reason}{detail}") from e
     except (urllib.error.URLError, OSError, TimeoutError) as e:
         reason = getattr(e, "reason", e)
         raise ConfigError(
-            f"the daemon does not answer at {url} ({reason}): is it running? `--offline` reads the tables instead"
+            f"the daemon does not answer at {url} ({reason}): is it running? `--offline` {offline}"
         ) from e
     except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(f"the daemon at {url} sent a /status that is not JSON: {e}") from e
+        raise ConfigError(f"the daemon at {url} sent a {path} that is not JSON: {e}") from e
+
+
+def _error_detail(e: urllib.error.HTTPError) -> str:
+    """`: <error>` from a JSON error document the daemon sent with a refusal, else nothing."""
+    try:
+        document = json.loads(e.read(65536).decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return ""
+    return f": {document['error']}" if isinstance(document, dict) and isinstance(document.get("error"), str) else ""
+
+
+def fetch_status(config: DaemonConfig, url: str) -> dict[str, Any]:
+    """The daemon's /status document; ConfigError (exit 2) when it does not answer or refuses."""
+    document = fetch_json(config, url, "/status")
     if not isinstance(document, dict) or not isinstance(document.get("tables"), list):
         raise ConfigError(f"the daemon at {url} sent a /status without a table list")
     return document

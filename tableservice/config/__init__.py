@@ -30,6 +30,7 @@ from tableservice.config.locks import LOCK_PROVIDERS, LockKind, LockSettings, me
 from tableservice.config.model import (
     DaemonConfig,
     DiscoveryRoot,
+    HistorySettings,
     HttpSettings,
     LogSettings,
     RetrySettings,
@@ -93,6 +94,7 @@ __all__ = [
     "ConfigValidationError",
     "DaemonConfig",
     "DiscoveryRoot",
+    "HistorySettings",
     "HttpSettings",
     "HudiValue",
     "LockKind",

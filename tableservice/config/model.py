@@ -84,6 +84,31 @@ class LogSettings(_Section):
         return "WARN" if info.field_name == "spark_level" and upper == "WARNING" else upper
 
 
+class HistorySettings(_Section):
+    """The history of the actions the daemon ran (served at /history and by `tableservice history`): an SQLite file
+    beside the daemon's state, pruned on every insert to at most `max_rows` rows and `max_age_days` days."""
+
+    enabled: bool = True
+    path: str | None = Field(default=None, min_length=1)
+    """The SQLite file; relative to the configuration file's folder. Default: `$XDG_STATE_HOME/tableservice/
+    history.sqlite` (`~/.local/state/tableservice/history.sqlite` without XDG_STATE_HOME)."""
+    max_rows: int = Field(default=100_000, ge=1, le=100_000_000)
+    max_age_days: float = Field(default=90.0, gt=0, le=36_500, allow_inf_nan=False)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        value = os.path.expanduser(value.strip())
+        if "://" in value:
+            raise ValueError("the history is a local file: expected a path, not a URI")
+        base = (info.context or {}).get("base_dir") if info.context else None
+        if not os.path.isabs(value):
+            value = os.path.join(base if isinstance(base, str) else os.getcwd(), value)
+        return os.path.normpath(value)
+
+
 class ServiceSettings(_Section):
     poll_interval_seconds: float = Field(default=30.0, gt=0, le=DAY_SECONDS, allow_inf_nan=False)
     poll_jitter: float = Field(default=0.1, ge=0, lt=1, allow_inf_nan=False)
@@ -92,6 +117,7 @@ class ServiceSettings(_Section):
     retry: RetrySettings = RetrySettings()
     http: HttpSettings = HttpSettings()
     log: LogSettings = LogSettings()
+    history: HistorySettings = HistorySettings()
 
 
 # --- spark -------------------------------------------------------------------------------------------------------
@@ -360,6 +386,7 @@ def _digest(doc: Any) -> str:
 __all__ = [
     "DaemonConfig",
     "DiscoveryRoot",
+    "HistorySettings",
     "HttpSettings",
     "HudiValue",
     "LogSettings",

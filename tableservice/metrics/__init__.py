@@ -236,6 +236,11 @@ class Metrics:
         self._leases = Gauge(
             name("leases_held"), "Executor leases this replica holds (actions it is running)", ta, registry=reg
         )
+        self._history_failures = Counter(
+            name("history_write_failures"),
+            "Actions the action history could not record (its SQLite file unwritable or corrupt)",
+            registry=reg,
+        )
         for result in ("success", "failure"):
             self._reloads.labels(result)
         self._up.set(1)
@@ -407,6 +412,10 @@ class Metrics:
         """A configuration reload ended (the running configuration is kept when it failed)."""
         self._reloads.labels("success" if succeeded else "failure").inc()
         self._reload_ok.set(1 if succeeded else 0)
+
+    def history_write_failed(self) -> None:
+        """The action history could not record an action (the action itself went on)."""
+        self._history_failures.inc()
 
     # --- lifecycle and exposition ------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
 from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy
 from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.metrics import Metrics, new_metrics
+from tableservice.service.history import ActionHistory, answer_query
 from tableservice.service.http import ConnectionStats, HealthState, HttpLimits, serve_http, service_routes
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.rollback import FailedWritesSettings
@@ -197,6 +198,7 @@ class Daemon:
         self._owns_executor = executor is None
         self.locks = LockProviders()
         self.running = RunningActions()
+        self.history = ActionHistory.from_settings(config.service.history, self.metrics)
         self.capacity = PriorityCapacity(config.service.max_concurrent_actions)
         self.tables: dict[str, _TableTask] = {}
         self.state = RunState.STARTING
@@ -224,6 +226,13 @@ class Daemon:
             "tables": [t.worker.status.to_json() for t in self.tables.values()],
         }
 
+    def history_answer(self, query: str) -> tuple[int, object]:
+        """/history: the actions the daemon ran (blocking: reads the history file)."""
+        history = self.history
+        if history is None:
+            return 404, {"error": "the action history is off (service.history.enabled is false)"}
+        return answer_query(history, query)
+
     # --- main loop ---------------------------------------------------------------------------------
 
     async def run(self) -> int:
@@ -242,7 +251,9 @@ class Daemon:
         self.health.add_readiness_check("spark", lambda: self._spark_up)
         try:
             async with anyio.create_task_group() as tg:
-                routes = service_routes(metrics=self.metrics, health=self.health, status=self.status)
+                routes = service_routes(
+                    metrics=self.metrics, health=self.health, status=self.status, history=self.history_answer
+                )
                 serve = partial(
                     serve_http,
                     limits=HttpLimits(max_connections=http.max_connections),
@@ -251,7 +262,7 @@ class Daemon:
                 )
                 self.http_port = await tg.start(serve, http.host, http.port, routes)
                 log.info(
-                    "serving /metrics, /healthz, /readyz and /status%s on %s:%s",
+                    "serving /metrics, /healthz, /readyz, /status and /history%s on %s:%s",
                     " (with the bearer token)" if token else "",
                     http.host,
                     self.http_port,
@@ -274,6 +285,8 @@ class Daemon:
             self.metrics.set_up(False)
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.locks.close)
+                if self.history is not None:
+                    await anyio.to_thread.run_sync(self.history.close)
                 if self._owns_executor:
                     await anyio.to_thread.run_sync(self.executor.stop)
                     self.metrics.set_spark_up(False)
@@ -365,6 +378,7 @@ class Daemon:
                 old_label = worker.label
                 worker.settings = settings
                 worker.locks = locks
+                worker.history = self.history
                 if worker.label != old_label:  # renamed in the configuration
                     self.metrics.forget_table(old_label)
                 continue
@@ -376,6 +390,7 @@ class Daemon:
                 self.metrics,
                 storage_options(self.config),
                 self.running,
+                self.history,
             )
             task = _TableTask(worker)
             self.tables[uri] = task
@@ -401,6 +416,10 @@ class Daemon:
         self.config = new
         if new.service.max_concurrent_actions != old_service.max_concurrent_actions:
             self.capacity.set_total(new.service.max_concurrent_actions)
+        if new.service.history != old_service.history:  # the workers take the new one in _sync_tables
+            old_history, self.history = self.history, ActionHistory.from_settings(new.service.history, self.metrics)
+            if old_history is not None:
+                await anyio.to_thread.run_sync(old_history.close)
         await self._sync_tables(tg, named)
         log.info("configuration reloaded: %d tables", len(self.tables))
 

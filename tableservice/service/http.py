@@ -4,6 +4,8 @@
     /healthz   200 while the service loop's heartbeat is fresh, 503 once it is older than a threshold
     /readyz    200 when the service says it is ready (config loaded, Spark up...), 503 with a reason otherwise
     /status    JSON from a callable the service provides (table state); needs the bearer token when one is set
+    /history   JSON of the actions the daemon ran (`service/history.py`), query `table`, `since`, `limit`; needs
+               the bearer token when one is set
 
 The server answers GET and HEAD, one request per connection (`Connection: close`), 404 for unknown paths and
 405 for other methods on known ones.
@@ -122,12 +124,18 @@ class ConnectionStats:
 
 
 def service_routes(
-    *, metrics: Metrics, health: HealthState, status: Callable[[], object] | None = None
+    *,
+    metrics: Metrics,
+    health: HealthState,
+    status: Callable[[], object] | None = None,
+    history: Callable[[str], tuple[int, object]] | None = None,
 ) -> dict[str, Handler]:
-    """The daemon's routes: /metrics, /healthz, /readyz and, when `status` is given, /status.
+    """The daemon's routes: /metrics, /healthz, /readyz and, when `status` is given, /status, when `history` is
+    given, /history.
 
     `status` returns the JSON-serialisable state of the service; it runs on the event loop, so it must be
-    quick and not block.
+    quick and not block. `history` answers a query string with an HTTP status and a JSON-serialisable document;
+    it may block (it runs in a worker thread).
     """
 
     async def metrics_route(request: Request) -> Response:
@@ -150,6 +158,14 @@ def service_routes(
             return Response.json(200, status_callable())
 
         routes["/status"] = status_route
+    if history is not None:
+        history_callable = history
+
+        async def history_route(request: Request) -> Response:
+            code, document = await anyio.to_thread.run_sync(history_callable, request.query)
+            return Response.json(code, document)
+
+        routes["/history"] = history_route
     return routes
 
 

@@ -30,6 +30,7 @@ from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
 from tableservice.service.actions import ActionHooks, TableContext
+from tableservice.service.history import ActionHistory, ActionOutcome, action_record
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
@@ -67,6 +68,7 @@ class TableWorker:
         metrics: Metrics | None = None,
         storage_options: StorageOptions | None = None,
         running: RunningActions | None = None,
+        history: ActionHistory | None = None,
     ) -> None:
         self._settings = settings
         self._services = settings.services()  # one instance per service: some keep state between polls
@@ -76,6 +78,7 @@ class TableWorker:
         self.metrics = metrics
         self.storage_options = storage_options
         self.running = running if running is not None else RunningActions()
+        self.history = history  # every action run is recorded there (`service.history`)
         self.table: HudiTable | None = None
         self.snapshot: TableSnapshot | None = None  # what the current pass sees
         self._nothing_at: dict[str, str] = {}
@@ -251,6 +254,7 @@ class TableWorker:
                 changed = True
         if allow_schedule and not stop() and self._schedule_due(svc, snapshot):
             changed = True  # planning re-read the timeline under the lock, whatever it found
+            planned_at = time.time()
             try:
                 scheduled = svc.schedule(ctx)
             except SchedulingDeferred as e:
@@ -264,6 +268,7 @@ class TableWorker:
                     self.metrics.action_failed(self.label, svc.name)
                     self.metrics.table_error(self.label, e)
                 self._hold(svc.name, SERVICE_WIDE, e)
+                self._remember(svc.name, "", planned_at, ActionOutcome.HELD_BACK, error=str(e))
                 return ctx.table.snapshot()
             else:
                 self._planned(svc.name, scheduled, ctx.table.snapshot())
@@ -354,18 +359,20 @@ class TableWorker:
                 self.metrics.set_service_quarantined(self.label, svc.name, (svc.name, SERVICE_WIDE) in self._held)
 
     def _guarded(self, action: str, instant: str, result: PassResult, fn: Callable[[], T]) -> T | None:
-        """Run one action: a typed failure is recorded (result, metrics, log) and the pass goes on. A permanent
-        failure of an action on a pending instant holds that instant back (`_hold`)."""
-        started = time.monotonic()
+        """Run one action: a typed failure is recorded (result, metrics, log, history) and the pass goes on. A
+        permanent failure of an action on a pending instant holds that instant back (`_hold`)."""
+        started, started_at = time.monotonic(), time.time()
         try:
             out = fn()
         except InstantNotPendingError as e:  # another process got there first
             log.info("%s skipped: %s", action, e.problem, extra={"table": self.label, "instant": instant})
+            self._remember(action, instant, started_at, ActionOutcome.SKIPPED, error=str(e))
             return None
         except ActionAbandonedError as e:  # optimistic concurrency at work, not a failure of the table
             if self.metrics is not None:
                 self.metrics.action_abandoned(self.label, action)
             log.warning("%s abandoned: %s", action, e, extra={"table": self.label, "instant": instant})
+            self._remember(action, instant, started_at, ActionOutcome.ABANDONED, error=str(e))
             return None
         except TableServiceError as e:
             failure = Failure(instant, e, action)
@@ -373,15 +380,29 @@ class TableWorker:
             if self.metrics is not None:
                 self.metrics.action_failed(self.label, action)
                 self.metrics.table_error(self.label, e)
-            if not e.retryable and instant:
+            held = not e.retryable and bool(instant)
+            self._remember(
+                action, instant, started_at, ActionOutcome.HELD_BACK if held else ActionOutcome.FAILED, error=str(e)
+            )
+            if held:
                 result.held_back.append(failure)
                 self._hold(action, instant, e)
             else:
                 log.error("%s failed: %s", action, e, extra={"table": self.label, "instant": instant})
             return None
+        except Exception as e:  # a bug: the daemon backs the table off; the history still says what happened
+            self._remember(action, instant, started_at, ActionOutcome.FAILED, error=f"{type(e).__name__}: {e}")
+            raise
         if self.metrics is not None:
             self.metrics.action_completed(self.label, action, duration_seconds=time.monotonic() - started)
+        self._remember(action, instant, started_at, ActionOutcome.COMPLETED, out)
         return out
+
+    def _remember(
+        self, action: str, instant: str, started: float, outcome: ActionOutcome, done: object = None, error: str = ""
+    ) -> None:
+        if self.history is not None:  # never raises: a history that cannot be written is a warning
+            self.history.record(action_record(self.label, action, instant, started, outcome, done, error or None))
 
     def run_one(self, service: str, instant_time: str) -> PassResult:
         """Execute one pending instant of `service` as a pass does (under its executor lease), for the operator

@@ -408,6 +408,22 @@ def test_status_token_from_an_existing_secret(tmp_path: Path) -> None:
     assert "status_token_file" not in yaml.safe_load(rendered_config(defaults))["service"]["http"]
 
 
+@pytest.mark.parametrize("claim", ["", "tableservice-state"])
+def test_action_history_on_its_own_volume(tmp_path: Path, claim: str) -> None:
+    objects = render({"history": {"existingClaim": claim}} if claim else {})
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in container(objects)["volumeMounts"]}
+    volume = {v["name"]: v for v in pod["volumes"]}[mounts["/var/lib/tableservice"]]
+    if claim:
+        assert volume["persistentVolumeClaim"] == {"claimName": claim}
+    else:
+        assert volume["emptyDir"] == {"sizeLimit": "256Mi"}
+    path = tmp_path / "config.yaml"
+    path.write_text(rendered_config(objects))
+    history = load_config(str(path), env={}).service.history
+    assert history.enabled and history.path == "/var/lib/tableservice/history.sqlite"
+
+
 def test_existing_service_account() -> None:
     objects = render({"serviceAccount": {"create": False, "name": "shared"}})
     assert by_kind(objects, "ServiceAccount") == []

@@ -22,6 +22,7 @@ from tableservice.hudi.timeline.instant import Action
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.service.daemon import Daemon
+from tableservice.service.history import ActionOutcome
 from tableservice.service.protocol import ServiceSettings
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import config_text, mor_table
@@ -155,6 +156,21 @@ def test_permanent_errors_hold_back_the_action_or_quarantine_the_table_at_once(
     )
     assert 0 < job < whole
     assert 'tableservice_table_errors_total{kind="InvalidTableConfigError",table="table2"} 1.0' in text
+    # The action history holds the held-back plan with its error and the good table's compactions with what they
+    # wrote (the default history file of the run's state folder: rows picked by their instants).
+    assert daemon.history is not None
+    held = [r for r in daemon.history.query(table="table1", limit=10_000) if r.instant == t]
+    assert [(r.action, r.outcome) for r in held] == [("compaction", ActionOutcome.HELD_BACK)]
+    assert "nope-0" in (held[0].error or "")
+    compactions = HudiTable.open(Storage(), good).timeline().completed().filter(lambda i: i.action is Action.COMPACTION)
+    compacted = {i.requested_time for i in compactions}
+    rows = [r for r in daemon.history.query(table="table0", limit=10_000) if r.instant in compacted]
+    assert sorted(r.instant for r in rows) == sorted(compacted)
+    assert {r.outcome for r in rows} == {ActionOutcome.COMPLETED}
+    written = daemon.metrics.registry.get_sample_value(
+        "tableservice_written_records_total", {"table": "table0", "action": "compaction"}
+    )
+    assert written and sum(r.records_written for r in rows) == written
 
 
 @pytest.mark.spark

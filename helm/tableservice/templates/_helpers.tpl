@@ -55,7 +55,8 @@ variables (see the Deployment).
 {{- if .Values.http.statusTokenSecret.name }}
 {{- $_ := set $http "status_token_file" "/var/run/tableservice/status-token/token" }}
 {{- end }}
-{{- $cfg = mergeOverwrite $cfg (dict "service" (dict "http" $http)) }}
+{{- $history := dict "path" "/var/lib/tableservice/history.sqlite" }}
+{{- $cfg = mergeOverwrite $cfg (dict "service" (dict "http" $http "history" $history)) }}
 {{- if .Values.spark.kubernetes.enabled }}
 {{- $conf := dict
     "spark.kubernetes.namespace" .Release.Namespace
