@@ -97,7 +97,8 @@ def test_once_in_json_mode_writes_one_json_event_per_line(tmp_path: Path) -> Non
     for banner in ("log4j profile", "Setting default log level", "sc.setLogLevel", "NativeCodeLoader", "[Stage "):
         assert not [e for e in events if banner in e["message"]], banner
 
-    # Each service completed, reported with the table's name and the instant it completed.
+    # Each service completed, reported with the table's one name (the configured `trips`, not Hudi's `t`) and the
+    # instant it completed.
     table = HudiTable.open(Storage(), path)
     timeline = table.timeline(reload=True)
     done = {
@@ -110,14 +111,14 @@ def test_once_in_json_mode_writes_one_json_event_per_line(tmp_path: Path) -> Non
     for action, instants in done.items():
         completed = [e for e in events if e.get("action") == action and e["message"].startswith("completed")]
         service = [(e["table"], e["instant"]) for e in completed if e["logger"] != "tableservice.once"]
-        assert service == [("t", t) for t in sorted(instants)], action
+        assert service == [("trips", t) for t in sorted(instants)], action
         report = [(e["table"], e["instant"]) for e in completed if e["logger"] == "tableservice.once"]
         assert report == [("trips", t) for t in sorted(instants)], action
     archival = [e for e in events if e.get("action") == "archival"]
     assert [(e["logger"], e["table"], e.get("instant"), e["message"]) for e in archival] == [
         (
             "tableservice.hudi.action.archival",
-            "t",
+            "trips",
             archived[-1],
             f"archived {len(archived)} instants ({archived[0]} .. {archived[-1]})",
         ),
