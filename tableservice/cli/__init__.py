@@ -8,7 +8,16 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tableservice import __version__
-from tableservice.cli import daemon_cmd, demo_cmd, generate_cmd, index_cmd, lock_cmd, service_cmd, table_cmd
+from tableservice.cli import (
+    daemon_cmd,
+    demo_cmd,
+    generate_cmd,
+    index_cmd,
+    lock_cmd,
+    plan_cmd,
+    service_cmd,
+    table_cmd,
+)
 from tableservice.cli.locations import resolve_locations
 from tableservice.cli.logsetup import RedactingFormatter
 from tableservice.errors import ConfigError, InvalidTimeTravelError, TableServiceError
@@ -28,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     lock_cmd.register(sub)
     service_cmd.register(sub)
     index_cmd.register(sub)
+    plan_cmd.register(sub)
     return parser
 
 

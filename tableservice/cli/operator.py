@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tableservice.config import DaemonConfig, TableEntry, load_config
+from tableservice.errors import LeaseHeldError, LockError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.hudi.action.clean import request_clean
 from tableservice.hudi.table.hudi_table import HudiTable, Requested
 from tableservice.hudi.timeline.instant import Instant
+from tableservice.locks import LockHandle
 from tableservice.planning.clean.plan import CleanPlanner
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
@@ -102,6 +104,24 @@ class OperatorTable:
             planner = CleanPlanner(settings.clean.policy)
             return request_clean(ctx.table, planner, instant_time=instant_time, dry_run=True)
         raise ValueError(f"no dry run for {service}")
+
+    @contextmanager
+    def lease(self, service: str, instant_time: str) -> Iterator[LockHandle]:
+        """Hold the executor lease of `service`'s instant (as a daemon executing it would); LeaseHeldError at once
+        when another process holds it."""
+        table = self.table
+        lease = self.worker.locks.lease(table.name, table.base_path, f"{service}-{instant_time}")
+        try:
+            handle = lease.acquire(0.0)
+        except LockError as e:
+            raise LeaseHeldError(
+                f"{service} {instant_time}: another process holds its executor lease {lease.key!r} (it is running)",
+                table=self.worker.label,
+            ) from e
+        try:
+            yield handle
+        finally:
+            lease.release(handle)
 
     def run(self, action: str, instant_time: str) -> PassResult:
         """Run one pending plan under its executor lease and the table lock, as the daemon does. Raises
