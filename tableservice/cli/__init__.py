@@ -14,6 +14,7 @@ from tableservice.cli import (
     generate_cmd,
     index_cmd,
     lock_cmd,
+    pause_cmd,
     plan_cmd,
     service_cmd,
     table_cmd,
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     service_cmd.register(sub)
     index_cmd.register(sub)
     plan_cmd.register(sub)
+    pause_cmd.register(sub)
     return parser
 
 
