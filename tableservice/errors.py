@@ -191,6 +191,16 @@ class SavepointError(PermanentError):
         self.instant_time = instant_time
 
 
+class PlanNotCancellableError(PermanentError):
+    """`plan cancel` was refused: the instant is missing, completed, not a compaction, clustering or clean plan, or
+    inflight (an attempt started: it must be rolled back instead)."""
+
+
+class RestoreError(PermanentError):
+    """A restore to a savepoint was refused: the instant is not a completed savepoint, or an instant after it cannot
+    be rolled back (e.g. archived)."""
+
+
 class InvalidTimeTravelError(PermanentError):
     """A time-travel or incremental bound that cannot be answered exactly: not one of Hudi's instant formats, or
     naming a snapshot the table no longer holds whole (archived, cleaned, before the first commit, at or after a

@@ -15,6 +15,8 @@ from tableservice.cli import (
     history_cmd,
     index_cmd,
     lock_cmd,
+    pause_cmd,
+    plan_cmd,
     service_cmd,
     table_cmd,
 )
@@ -38,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     lock_cmd.register(sub)
     service_cmd.register(sub)
     index_cmd.register(sub)
+    plan_cmd.register(sub)
+    pause_cmd.register(sub)
     return parser
 
 

@@ -15,6 +15,7 @@ import anyio
 from tableservice.cli import status_cmd
 from tableservice.cli.logsetup import configure_logging
 from tableservice.cli.operator import add_table_arguments, operator_table
+from tableservice.cli.plan_output import add_dry_run_arguments, print_dry_run
 from tableservice.config import DaemonConfig, load_config, resolve_named_tables
 from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
@@ -52,6 +53,7 @@ def register(sub: Any) -> None:
     sched = csub.add_parser("schedule", help="write a compaction plan now (if any slice has log files)")
     add_table_arguments(sched, options="Hudi compaction keys, e.g. hoodie.compaction.target.io=500000")
     sched.add_argument("--instant", help="instant time to use (must be above every instant on the timeline)")
+    add_dry_run_arguments(sched)
     sched.set_defaults(handler=cmd_compact_schedule)
     crun = csub.add_parser("run", help="execute pending compactions (all, or one instant)")
     add_table_arguments(crun, spark=True)
@@ -182,6 +184,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_compact_schedule(args: argparse.Namespace) -> int:
     with operator_table(args, "compaction") as op:
+        if args.dry_run:
+            nothing = "nothing to compact: no file slice has log files"
+            print_dry_run(
+                op.preview("compaction", args.instant),
+                "compaction",
+                op.worker.label,
+                as_json=args.json,
+                nothing=nothing,
+            )
+            return 0
         policy = op.worker.settings.compaction.policy
         instant = schedule_compaction(op.context, policy, force=True, instant_time=args.instant)
         if instant is None:

@@ -13,8 +13,15 @@ import json
 from typing import Any
 
 from tableservice.cli.operator import add_table_arguments, operator_table
+from tableservice.cli.plan_output import add_dry_run_arguments, print_dry_run
 from tableservice.errors import InvalidTableConfigError
-from tableservice.hudi.action.indexing import abort_indexing, drop_index, planned_partitions, schedule_indexing
+from tableservice.hudi.action.indexing import (
+    abort_indexing,
+    drop_index,
+    planned_partitions,
+    request_indexing,
+    schedule_indexing,
+)
 from tableservice.hudi.metadata.keys import SECONDARY_INDEX_PREFIX
 from tableservice.hudi.metadata.reader import metadata_table_path
 from tableservice.hudi.table.hudi_table import HudiTable
@@ -34,6 +41,7 @@ def register(sub: Any) -> None:
     sched.add_argument("--partition", required=True, choices=PARTITIONS, help="the index to build")
     sched.add_argument("--columns", default="", help="column_stats: the columns; secondary_index: the column")
     sched.add_argument("--name", help="secondary_index: its name (the partition is secondary_index_<name>)")
+    add_dry_run_arguments(sched)
     sched.set_defaults(handler=cmd_schedule)
     run = isub.add_parser("run", help="execute pending indexing plans")
     add_table_arguments(run, spark=True)
@@ -70,6 +78,11 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             {"hoodie.metadata.index.column.stats.column.list": args.columns if partition == "column_stats" else ""}
         )
         definitions = index_definitions(table, [partition], policy, secondary)
+        if args.dry_run:
+            done = request_indexing(table, [partition], definitions=definitions, dry_run=True)
+            nothing = f"{partition} is already built or planned"
+            print_dry_run(done, f"indexing of {partition}", op.worker.label, as_json=args.json, nothing=nothing)
+            return 0
         instant = schedule_indexing(table, [partition], lock=op.context.lock_factory(), definitions=definitions)
         if instant is None:
             print(f"{partition} is already built or planned")

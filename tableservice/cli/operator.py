@@ -19,13 +19,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from tableservice.config import DaemonConfig, TableEntry, load_config
+from tableservice.errors import LeaseHeldError, LockError
 from tableservice.executors.spark import SparkExecutor
-from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.action.clean import request_clean
+from tableservice.hudi.table.hudi_table import HudiTable, Requested
 from tableservice.hudi.timeline.instant import Instant
+from tableservice.locks import LockHandle
+from tableservice.planning.clean.plan import CleanPlanner
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
+from tableservice.service.clustering import request_clustering
+from tableservice.service.compaction import request_compaction
 from tableservice.service.daemon import LockProviders, executor_settings, storage_options, table_settings
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_state import PassResult
@@ -86,6 +92,36 @@ class OperatorTable:
     def schedule(self, service: str) -> Instant | None:
         """Plan one action of `service` now, as the daemon's pass does once its policy says one is due."""
         return self.worker.service(service).schedule(self.context)
+
+    def preview(self, service: str, instant_time: str | None = None) -> Requested[Any] | None:
+        """The plan `schedule(service)` would write now, made on the current timeline; nothing is written."""
+        settings, ctx = self.worker.settings, self.context
+        if service == "compaction":
+            return request_compaction(ctx, settings.compaction.policy, instant_time=instant_time, dry_run=True)
+        if service == "clustering":
+            return request_clustering(ctx, settings.clustering.policy, instant_time=instant_time, dry_run=True)
+        if service == "clean":
+            planner = CleanPlanner(settings.clean.policy)
+            return request_clean(ctx.table, planner, instant_time=instant_time, dry_run=True)
+        raise ValueError(f"no dry run for {service}")
+
+    @contextmanager
+    def lease(self, service: str, instant_time: str) -> Iterator[LockHandle]:
+        """Hold the executor lease of `service`'s instant (as a daemon executing it would); LeaseHeldError at once
+        when another process holds it."""
+        table = self.table
+        lease = self.worker.locks.lease(table.name, table.base_path, f"{service}-{instant_time}")
+        try:
+            handle = lease.acquire(0.0)
+        except LockError as e:
+            raise LeaseHeldError(
+                f"{service} {instant_time}: another process holds its executor lease {lease.key!r} (it is running)",
+                table=self.worker.label,
+            ) from e
+        try:
+            yield handle
+        finally:
+            lease.release(handle)
 
     def run(self, action: str, instant_time: str) -> PassResult:
         """Run one pending plan under its executor lease and the table lock, as the daemon does. Raises

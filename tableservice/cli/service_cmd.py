@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from tableservice.cli.operator import add_table_arguments, operator_table
+from tableservice.cli.plan_output import add_dry_run_arguments, print_dry_run
 from tableservice.hudi.action.clean import dry_run, pending_cleans
 from tableservice.hudi.action.savepoint import create_savepoint, delete_savepoint, list_savepoints
 from tableservice.hudi.models import decode_clean_metadata
@@ -39,11 +40,12 @@ def register(sub: Any) -> None:
         ),
         "Hudi clean keys, e.g. hoodie.cleaner.commits.retained=5",
     )
+    add_dry_run_arguments(clean["schedule"])
     mode = clean["run"].add_mutually_exclusive_group()
     mode.add_argument("--dry-run", dest="execute", action="store_false", help="print what would go (default)")
     mode.add_argument("--execute", dest="execute", action="store_true", help="delete the files")
     clean["run"].set_defaults(execute=False)
-    _service_commands(
+    cluster = _service_commands(
         sub,
         "cluster",
         "operator commands for clustering",
@@ -53,6 +55,7 @@ def register(sub: Any) -> None:
         ),
         "Hudi clustering keys, e.g. hoodie.clustering.plan.strategy.sort.columns=ts",
     )
+    add_dry_run_arguments(cluster["schedule"])
     save = sub.add_parser("savepoint", help="create, delete or list savepoints")
     ssub = save.add_subparsers(dest="savepoint_command", required=True)
     create = ssub.add_parser("create", help="savepoint a completed commit")
@@ -72,6 +75,9 @@ def register(sub: Any) -> None:
 
 def cmd_clean_schedule(args: argparse.Namespace) -> int:
     with operator_table(args, "clean") as op:
+        if args.dry_run:
+            print_dry_run(op.preview("clean"), "clean", op.worker.label, as_json=args.json, nothing="nothing to clean")
+            return 0
         instant = op.schedule("clean")
         if instant is None:
             print("nothing to clean")
@@ -108,6 +114,10 @@ def cmd_clean_run(args: argparse.Namespace) -> int:
 
 def cmd_cluster_schedule(args: argparse.Namespace) -> int:
     with operator_table(args, "clustering") as op:
+        if args.dry_run:
+            done = op.preview("clustering")
+            print_dry_run(done, "clustering", op.worker.label, as_json=args.json, nothing="nothing to cluster")
+            return 0
         instant = op.schedule("clustering")
         if instant is None:
             print("nothing to cluster")

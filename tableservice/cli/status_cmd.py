@@ -90,6 +90,8 @@ def render(document: dict[str, Any], *, as_json: bool) -> int:
         reason = f" ({t['health_reason']})" if t.get("health_reason") else ""
         kind = f"{t.get('table_type') or '?'} v{t.get('table_version') or '?'}"
         print(f"{t.get('name')} ({t.get('uri')}): {kind}, health {t.get('health')}{reason}")
+        if t.get("paused"):
+            print(f"  PAUSED (no action runs): {t.get('paused_reason') or 'no reason given'}")
         if t.get("running"):
             print(f"  running {t['running']}")
         for service, info in sorted((t.get("quarantined_services") or {}).items()):

@@ -232,6 +232,9 @@ class TableEntry(_Section):
     name: str | None = Field(default=None, min_length=1)
     policy: Annotated[dict[str, Any], MirrorOf(PolicySet)] = {}
     locks: Annotated[dict[str, Any], MirrorOf(LockSettings)] = {}
+    # A paused table is polled (status, pending metrics) but runs no action; `tableservice pause|resume` set these.
+    paused: bool = False
+    paused_reason: str | None = Field(default=None, max_length=500)
 
     @field_validator("uri")
     @classmethod

@@ -187,6 +187,10 @@ class Metrics:
             name("table_quarantined"), "1 while the table is quarantined after repeated failures", ("table",),
             registry=reg,
         )  # fmt: skip
+        self._paused = Gauge(
+            name("table_paused"), "1 while an operator has paused the table (polled, no action runs)", ("table",),
+            registry=reg,
+        )  # fmt: skip
         self._service_quarantined = Gauge(
             name("service_quarantined"),
             "1 while a service is stopped for the table after it found damaged committed data (see /status)",
@@ -382,6 +386,10 @@ class Metrics:
     def set_quarantined(self, table: str, quarantined: bool) -> None:
         """Whether `table` is quarantined (skipped after repeated failures)."""
         self._child(self._quarantined, table).set(1 if quarantined else 0)
+
+    def set_paused(self, table: str, paused: bool) -> None:
+        """Whether an operator paused `table` (`paused: true` in its configuration entry)."""
+        self._child(self._paused, table).set(1 if paused else 0)
 
     def set_service_quarantined(self, table: str, action: str, quarantined: bool) -> None:
         """Whether the service `action` is stopped for `table` after it found damaged committed data."""

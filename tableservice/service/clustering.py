@@ -23,8 +23,8 @@ from tableservice.hudi.action.committed_inputs import check_committed_inputs
 from tableservice.hudi.action.conflicts import check_clustering_inputs, clustering_inputs_untouched
 from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.action.tasks import ClusteringLayout, clustering_tasks
-from tableservice.hudi.models import HoodieWriteStat
-from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
+from tableservice.hudi.models import HoodieClusteringPlan, HoodieWriteStat
+from tableservice.hudi.table.hudi_table import HudiTable, Requested, TableSnapshot
 from tableservice.hudi.table.schema import avro_schema_to_json
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Instant, State
@@ -70,22 +70,31 @@ def schedule_clustering(
         if not due:
             log.debug("clustering not due: %s", reason, extra={"table": table.label})
             return None
+    done = request_clustering(ctx, policy, instant_time=instant_time)
+    return done.instant if done is not None else None
+
+
+def request_clustering(
+    ctx: TableContext, policy: ClusteringPolicy, *, instant_time: str | None = None, dry_run: bool = False
+) -> Requested[HoodieClusteringPlan] | None:
+    """Make a clustering plan now and write it (a `dry_run` writes nothing); None when nothing is worth it."""
+    table = ctx.table
+    table.merge_config()  # a table whose records cannot be merged gets no plan
     done = table.request(
         clustering_action(table.config.version),
         lambda t, timeline: plan_clustering(table, t, policy, timeline=timeline),
         lambda plan: encode_requested_clustering(plan, table_version=table.config.version),
         lock=ctx.locked,
         instant_time=instant_time,
+        dry_run=dry_run,
     )
-    if done is None:
-        return None
-    instant, plan = done
-    log.info(
-        "scheduled clustering of %d groups",
-        len(plan.input_groups or ()),
-        extra={"table": table.label, "instant": instant.requested_time},
-    )
-    return instant
+    if done is not None and done.written:
+        log.info(
+            "scheduled clustering of %d groups",
+            len(done.plan.input_groups or ()),
+            extra={"table": table.label, "instant": done.instant.requested_time},
+        )
+    return done
 
 
 def _layout(table: HudiTable, instant: Instant, policy: ClusteringPolicy) -> ClusteringLayout:

@@ -20,7 +20,7 @@ from tableservice.hudi.action.conflicts import without_replaced_groups
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.models import HoodieCompactionPlan, HoodieWriteStat, encode_compaction_plan
 from tableservice.hudi.table.fs_view import partition_location
-from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
+from tableservice.hudi.table.hudi_table import HudiTable, Requested, TableSnapshot
 from tableservice.hudi.table.schema import avro_schema_to_json
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant, State
@@ -90,22 +90,32 @@ def schedule_compaction(
         if not decision.due:
             log.debug("compaction not due: %s", decision.reason, extra={"table": table.label})
             return None
+    done = request_compaction(ctx, policy, instant_time=instant_time)
+    return done.instant if done is not None else None
+
+
+def request_compaction(
+    ctx: TableContext, policy: CompactionPolicy, *, instant_time: str | None = None, dry_run: bool = False
+) -> Requested[HoodieCompactionPlan] | None:
+    """Make a compaction plan now and write it (a `dry_run` writes nothing); None when no slice needs one."""
+    table = ctx.table
+    check_supported(table)
+    table.merge_config()  # a table whose records cannot be merged gets no plan
     done = table.request(
         Action.COMPACTION,
         lambda t, timeline: _checked_plan(table, t, timeline, policy),
         lambda plan: encode_compaction_plan(plan, table_version=table.config.version),
         lock=ctx.locked,
         instant_time=instant_time,
+        dry_run=dry_run,
     )
-    if done is None:
-        return None
-    instant, plan = done
-    log.info(
-        "scheduled compaction with %d operations",
-        len(plan.operations or ()),
-        extra={"table": table.label, "instant": instant.requested_time},
-    )
-    return instant
+    if done is not None and done.written:
+        log.info(
+            "scheduled compaction with %d operations",
+            len(done.plan.operations or ()),
+            extra={"table": table.label, "instant": done.instant.requested_time},
+        )
+    return done
 
 
 def _checked_plan(

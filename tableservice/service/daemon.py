@@ -161,6 +161,8 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         # Twice Hudi's wait: long enough to take over from a holder whose lease ran out (DynamoDB).
         lock_timeout_s=2 * config.effective_locks(entry).wait_time_ms / 1000,
         permanent_failure_hold_s=config.service.retry.quarantine_seconds,
+        paused=entry.paused,
+        paused_reason=entry.paused_reason,
     )
 
 

@@ -53,6 +53,9 @@ class TableSettings:
     lock_timeout_s: float = 60.0
     # An action that failed permanently (corrupt file, bad plan) is not retried for this long.
     permanent_failure_hold_s: float = 3600.0
+    # Polled but no action runs (the table entry's `paused`, with `paused_reason`).
+    paused: bool = False
+    paused_reason: str | None = None
 
     @property
     def heartbeat_interval_ms(self) -> int:
@@ -104,6 +107,8 @@ class TableStatus:
     held_back: list[dict[str, object]] = field(default_factory=list)
     # services stopped for this table after they found damaged committed data: service -> until, reason
     quarantined_services: dict[str, dict[str, object]] = field(default_factory=dict)
+    paused: bool = False  # an operator paused the table: polled, no action runs
+    paused_reason: str | None = None
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(self, **fields: object) -> None:

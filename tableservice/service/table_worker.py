@@ -84,6 +84,7 @@ class TableWorker:
         self._nothing_at: dict[str, str] = {}
         self._held: dict[tuple[str, str], _Held] = {}
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
+        self._show_paused()
 
     @property
     def settings(self) -> TableSettings:
@@ -100,6 +101,17 @@ class TableWorker:
         self._services = value.services()
         self._nothing_at.clear()
         self._held.clear()
+        self._show_paused()
+
+    @property
+    def paused(self) -> bool:
+        """Paused by an operator: polled, but no pass runs (operator commands naming an instant still do)."""
+        return self._settings.paused
+
+    def _show_paused(self) -> None:
+        self.status.update(paused=self.paused, paused_reason=self._settings.paused_reason if self.paused else None)
+        if self.metrics is not None:
+            self.metrics.set_paused(self.label, self.paused)
 
     @property
     def label(self) -> str:
@@ -208,7 +220,10 @@ class TableWorker:
         return self._worth_planning(svc.name, snapshot) and svc.due(snapshot)
 
     def needs_pass(self) -> bool:
-        """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled."""
+        """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled (never
+        while the table is paused)."""
+        if self.paused:
+            return False
         snapshot = self._snapshot()
         return any(
             (svc.settings.execute and self._runnable(svc, svc.pending(snapshot))) or self._schedule_due(svc, snapshot)
@@ -222,9 +237,16 @@ class TableWorker:
     ) -> PassResult:
         """One pass: each service in Hudi's order executes its pending instants (oldest first), then schedules one
         action when its policy says one is due and executes it. Without `reload`, the pass starts from the snapshot
-        of the last poll (the daemon polls first to decide whether a pass is needed)."""
+        of the last poll (the daemon polls first to decide whether a pass is needed). A paused table is polled only."""
         result = PassResult()
         self.poll(reload=reload)
+        if self.paused:
+            log.info(
+                "paused: no action runs (%s)",
+                self.settings.paused_reason or "no reason given",
+                extra={"table": self.label},
+            )
+            return result
         snapshot = self._snapshot()
         ctx = self._context(snapshot.table)
         for svc in self.services():

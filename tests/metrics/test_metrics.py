@@ -56,6 +56,13 @@ def test_family_names_and_types() -> None:
         "tableservice_last_successful_poll_timestamp_seconds": "gauge",
         "tableservice_table_errors": "counter",
         "tableservice_table_quarantined": "gauge",
+        "tableservice_table_paused": "gauge",
+        "tableservice_service_quarantined": "gauge",
+        "tableservice_archived_instants": "counter",
+        "tableservice_cleaned_bytes": "counter",
+        "tableservice_cleaned_files": "counter",
+        "tableservice_failed_writes_rolled_back": "counter",
+        "tableservice_last_success_timestamp_seconds": "gauge",
         "tableservice_build_info": "gauge",
         "tableservice_up": "gauge",
         "tableservice_config_reloads": "counter",
@@ -169,6 +176,8 @@ def test_locks_polls_and_table_health() -> None:
     m.table_error("trips", "CorruptFileError")
     m.set_quarantined("trips", True)
     m.set_quarantined("rides", False)
+    m.set_paused("trips", False)
+    m.set_paused("rides", True)
     got = samples(m)
     tl = {"table": "trips", "lock": "zookeeper"}
     assert got[key("tableservice_lock_wait_seconds_count", **tl)] == 2.0
@@ -183,6 +192,8 @@ def test_locks_polls_and_table_health() -> None:
     assert got[key("tableservice_table_errors_total", table="trips", kind="CorruptFileError")] == 1.0
     assert got[key("tableservice_table_quarantined", table="trips")] == 1.0
     assert got[key("tableservice_table_quarantined", table="rides")] == 0.0
+    assert got[key("tableservice_table_paused", table="trips")] == 0.0
+    assert got[key("tableservice_table_paused", table="rides")] == 1.0
 
 
 def test_forget_table_removes_only_its_series() -> None:

@@ -48,7 +48,7 @@ from tableservice.hudi.models import (
     encode_cleaner_plan,
 )
 from tableservice.hudi.table.fs_view import partition_location
-from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable, Requested
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.storage import join
@@ -77,26 +77,37 @@ def schedule_clean(
     force: bool = False,
 ) -> Instant | None:
     """Write `<t>.clean.requested` when a clean is due (or `force`) and the plan deletes something; else None."""
-    lock_factory = lock if lock is not None else no_lock
     if not force:  # `force`: the caller found it due; the plan is made on the timeline re-read under the lock
         table.reload()
         due, reason = policy.due(table)
         if not due:
             log.debug("clean not due: %s", reason, extra={"table": table.label})
             return None
+    done = request_clean(table, policy, lock=lock, instant_time=instant_time)
+    return done.instant if done is not None else None
+
+
+def request_clean(
+    table: HudiTable,
+    policy: CleanPlanning,
+    *,
+    lock: LockFactory | None = None,
+    instant_time: str | None = None,
+    dry_run: bool = False,
+) -> Requested[HoodieCleanerPlan] | None:
+    """Make a clean plan now and write it (a `dry_run` writes nothing); None when nothing would go."""
     done = table.request(
         Action.CLEAN,
         lambda t, timeline: policy.plan(table, t, timeline),
         lambda plan: encode_cleaner_plan(plan, table_version=table.config.version),
-        lock=lock_factory,
+        lock=lock if lock is not None else no_lock,
         instant_time=instant_time,
+        dry_run=dry_run,
     )
-    if done is None:
-        return None
-    instant, plan = done
-    n = sum(len(v) for v in (plan.file_paths_to_be_deleted_per_partition or {}).values())
-    log.info("scheduled clean of %d files", n, extra={"table": table.label, "instant": instant.requested_time})
-    return instant
+    if done is not None and done.written:
+        n = sum(len(v) for v in (done.plan.file_paths_to_be_deleted_per_partition or {}).values())
+        log.info("scheduled clean of %d files", n, extra={"table": table.label, "instant": done.instant.requested_time})
+    return done
 
 
 # --- resolving a plan ------------------------------------------------------------------------------

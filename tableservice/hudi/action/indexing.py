@@ -59,7 +59,7 @@ from tableservice.hudi.models import (
 )
 from tableservice.hudi.table import config as tc
 from tableservice.hudi.table.config import store_table_config
-from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.hudi_table import HudiTable, Requested
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.storage import join
@@ -126,11 +126,25 @@ def schedule_indexing(
 ) -> Instant | None:
     """Write `<t>.indexing.requested` for the partitions neither built nor planned; None when none is left.
     `definitions`: index definitions to record in `.hoodie/.index_defs/index.json` (secondary indexes)."""
+    done = request_indexing(table, partitions, lock=lock, definitions=definitions)
+    return done.instant if done is not None else None
+
+
+def request_indexing(
+    table: HudiTable,
+    partitions: Sequence[str],
+    *,
+    lock: LockFactory | None = None,
+    definitions: Mapping[str, dict[str, object]] | None = None,
+    dry_run: bool = False,
+) -> Requested[HoodieIndexPlan] | None:
+    """`schedule_indexing`, returning the plan; a `dry_run` makes it on the current timeline without the lock and
+    writes nothing (neither the plan nor the index definitions)."""
     check_supported(table, partitions)
     for p in partitions:
         if is_secondary_index(p) and p not in (definitions or {}) and p not in (_definitions(table) or {}):
             raise InvalidTableConfigError(f"{p}: a secondary index needs a column (a definition)", table=table.label)
-    with (lock if lock is not None else no_lock)():
+    with (no_lock if dry_run or lock is None else lock)():
         timeline = table.reload()
         config = table.config
         taken = {
@@ -144,10 +158,6 @@ def schedule_indexing(
         upto = index_upto_instant(timeline)
         if upto is None:
             raise InvalidTableConfigError("the table has no completed instant to index", table=table.label)
-        if definitions and config.version >= 8:
-            wanted = {k: dict(v) for k, v in definitions.items() if k in todo}
-            if wanted:
-                write_index_definitions(table.storage, table.base_path, {**(_definitions(table) or {}), **wanted})
         t = table.active.new_instant_time(timeline)
         plan = HoodieIndexPlan(
             version=1,
@@ -158,12 +168,19 @@ def schedule_indexing(
                 for p in todo
             ),
         )
-        instant = table.active.create_requested(
-            t, Action.INDEXING, encode_index_plan(plan, table_version=config.version)
-        )
+        content = encode_index_plan(plan, table_version=config.version)
+        requested = Instant(t, Action.INDEXING, State.REQUESTED)
+        done = Requested(requested, plan, content, table.active.path_of(requested), written=not dry_run)
+        if dry_run:
+            return done
+        if definitions and config.version >= 8:
+            wanted = {k: dict(v) for k, v in definitions.items() if k in todo}
+            if wanted:
+                write_index_definitions(table.storage, table.base_path, {**(_definitions(table) or {}), **wanted})
+        instant = table.active.create_requested(t, Action.INDEXING, content)
         table.applied(timeline, instant)
     log.info("scheduled indexing of %s", ", ".join(todo), extra={"table": table.label, "instant": t})
-    return instant
+    return done
 
 
 def _check_inputs(table: HudiTable) -> None:

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tableservice.errors import InvalidPlanError, InvalidTimelineError, TableServiceError
 from tableservice.hudi.file_group.merge_config import MergeConfig, merge_config_from_properties
@@ -56,6 +56,18 @@ META_FIELDS = (
     "_hoodie_partition_path",
     "_hoodie_file_name",
 )
+
+
+@dataclass(frozen=True)
+class Requested(Generic[P]):
+    """A plan made for a new instant: its requested instant, the plan, the bytes of `<t>.<action>.requested` and
+    that file's path; `written` is False for a dry run (nothing was written)."""
+
+    instant: Instant
+    plan: P
+    content: bytes
+    path: str
+    written: bool
 
 
 @dataclass(frozen=True)
@@ -253,21 +265,41 @@ class HudiTable:
         *,
         lock: Callable[[], AbstractContextManager[object]],
         instant_time: str | None = None,
-    ) -> tuple[Instant, P] | None:
+        dry_run: bool = False,
+    ) -> Requested[P] | None:
         """Schedule an action: under `lock`, reload the timeline, take a new instant time (or `instant_time`, which
         must be above every instant on it), make the plan on that timeline and write `<t>.<action>.requested`.
-        None, and nothing written, when `plan` returns None."""
+        None, and nothing written, when `plan` returns None. A `dry_run` makes the same plan on the current
+        timeline and writes nothing: no lock is taken (it excludes nobody) and no stale temp file is swept."""
+        if dry_run:
+            return self._plan_request(self.reload(), action, plan, encode, instant_time, written=False)
         with lock():
             timeline = self.reload(sweep_temp_files=True)  # killed writers' temp files go while we hold the lock
-            t = instant_time if instant_time is not None else self.active.new_instant_time(timeline)
-            if any(t <= x for x in timeline.all_times()):
-                raise InvalidTimelineError(f"instant {t} is not above every instant on the timeline", table=self.label)
-            made = plan(t, timeline)
+            made = self._plan_request(timeline, action, plan, encode, instant_time, written=True)
             if made is None:
                 return None
-            instant = self.active.create_requested(t, action, encode(made))
+            instant = self.active.create_requested(made.instant.requested_time, action, made.content)
             self.applied(timeline, instant)
-            return instant, made
+            return made
+
+    def _plan_request(
+        self,
+        timeline: Timeline,
+        action: Action,
+        plan: Callable[[str, Timeline], P | None],
+        encode: Callable[[P], bytes],
+        instant_time: str | None,
+        *,
+        written: bool,
+    ) -> Requested[P] | None:
+        t = instant_time if instant_time is not None else self.active.new_instant_time(timeline)
+        if any(t <= x for x in timeline.all_times()):
+            raise InvalidTimelineError(f"instant {t} is not above every instant on the timeline", table=self.label)
+        made = plan(t, timeline)
+        if made is None:
+            return None
+        instant = Instant(t, action, State.REQUESTED)
+        return Requested(instant, made, encode(made), self.active.path_of(instant), written)
 
     def is_clustering(self, instant: Instant) -> bool:
         """Clustering is its own action from table version 8; in version 6 it is a replace commit whose
