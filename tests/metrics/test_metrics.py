@@ -69,12 +69,7 @@ def test_family_names_and_types() -> None:
         "tableservice_config_last_reload_successful": "gauge",
         "tableservice_spark_up": "gauge",
         "tableservice_leases_held": "gauge",
-        "tableservice_service_quarantined": "gauge",
-        "tableservice_last_success_timestamp_seconds": "gauge",
-        "tableservice_cleaned_files": "counter",
-        "tableservice_cleaned_bytes": "counter",
-        "tableservice_archived_instants": "counter",
-        "tableservice_failed_writes_rolled_back": "counter",
+        "tableservice_spark_job_seconds": "histogram",
         "tableservice_history_write_failures": "counter",
     }
 
