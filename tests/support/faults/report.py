@@ -1,6 +1,6 @@
 """The table the fault runs print: per service and fault class, trials, faults that fired, rows lost, duplicated
-and changed, clean recoveries, leftovers, (damaged files) errors that named the file and (S3, ZooKeeper) passes that ended in an
-untyped error."""
+and changed, clean recoveries, leftovers, (damaged files) errors that named the file and (S3 faults) passes that
+ended in an untyped error."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A fault-injecting HTTP proxy on loopback in front of the moto server: S3 faults for the fault harness.
 
 Every request is forwarded to moto (one upstream connection per client connection, HTTP/1.1 keep-alive on both
-sides) and numbered in arrival order. A `FaultPlan` picks the requests that fail: a burst of `count` requests from
+sides) and numbered in arrival order. A `FaultPlan` picks the requests that fail: a burst of `count` faults from
 request `start` on (`count=None`: every request from there on), or each request with probability `probability`.
 A failing request gets one fault `kind`:
 
@@ -20,6 +20,7 @@ client never learns that its write landed); `500` and `503` never reach moto; `c
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import random
 import socket
@@ -54,18 +55,20 @@ class FaultPlan:
             raise ValueError(f"unknown fault kind {self.kind!r}")
         self.rng = random.Random(self.seed)
 
-    def fails(self, number: int) -> bool:
+    def fails(self, number: int, injected: int) -> bool:
+        """Whether request `number` fails, `injected` faults in so far (a `cut` counts only once a body is cut, so
+        a burst of cuts goes on until that many bodies are cut)."""
         if number < self.start:
             return False
         if self.probability is not None:
             return self.rng.random() < self.probability
-        return self.count is None or number < self.start + self.count
+        return self.count is None or injected < self.count
 
     def describe(self) -> str:
         when = (
             f"p={self.probability} from {self.start}"
             if self.probability is not None
-            else f"requests {self.start}.." + ("" if self.count is None else str(self.start + self.count - 1))
+            else f"from request {self.start}, " + ("every one" if self.count is None else f"{self.count}")
         )
         return f"{self.kind}{' after apply' if self.after else ''} {when}"
 
@@ -74,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: FaultProxy
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         return
 
     def _body(self) -> bytes:
@@ -95,7 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
         conn: http.client.HTTPConnection | None = getattr(self, "_conn", None)
         if conn is None:
             conn = http.client.HTTPConnection(self.server.upstream_host, self.server.upstream_port, timeout=60)
-            self._conn = conn
+            self._conn: http.client.HTTPConnection | None = conn
         return conn
 
     def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
@@ -173,16 +176,14 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._hold()
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve  # noqa: N815 - http.server's names
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
 
     def finish(self) -> None:
         conn = getattr(self, "_conn", None)
         if conn is not None:
             conn.close()
-        try:
+        with contextlib.suppress(OSError):
             super().finish()
-        except OSError:
-            pass
 
 
 class FaultProxy(ThreadingHTTPServer):
@@ -219,7 +220,7 @@ class FaultProxy(ThreadingHTTPServer):
     def next_fault(self) -> str | None:
         with self._guard:
             self.requests += 1
-            if self.plan is None or not self.plan.fails(self.requests):
+            if self.plan is None or not self.plan.fails(self.requests, self.injected):
                 return None
             if self.plan.kind != "cut":  # counted once a body is cut
                 self.injected += 1
