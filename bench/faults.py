@@ -1,7 +1,10 @@
-"""The fault harness at scale: kill -9 trials for every service (and, as they land, the other fault classes),
-each followed by a recovery pass and the checks of `tests/support/faults`; prints the table of outcomes.
+"""The fault harness at scale: kill -9, full disk, damaged files and S3 faults for every service, each trial
+followed by a recovery pass and the checks of `tests/support/faults`; prints the table of outcomes.
 
-    python -m bench.faults --trials 100 [--services compaction,clean] [--faults kill] [--seed 1]
+    python -m bench.faults --trials 100 [--services compaction,clean] [--faults kill,s3] [--seed 1]
+
+`s3` runs the table on a moto server of its own behind the fault proxy; its trials take the fault kinds (reset,
+500, 503, timeout, cut) in turn, so `--trials 10` gives each kind two trials per service.
 """
 
 from __future__ import annotations
@@ -10,12 +13,15 @@ import argparse
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 
 from bench.common import bench_dir
 from tests.support.faults.disk_and_damage import READERS, damage_trial, enospc_trial
 from tests.support.faults.harness import Harness, TrialResult, lazy_executor
 from tests.support.faults.report import print_table
+from tests.support.faults.s3_faults import S3Env, s3_env, s3_trial
+from tests.support.faults.s3_proxy import KINDS
 from tests.support.faults.tables import SERVICES
 
 FAULTS: dict[str, Callable[[Harness, str], TrialResult]] = {
@@ -23,32 +29,54 @@ FAULTS: dict[str, Callable[[Harness, str], TrialResult]] = {
     "enospc": enospc_trial,
     "damage": damage_trial,  # only for the services that read committed data files (READERS)
 }
+S3 = "s3"  # needs the moto server and the proxy: see `_s3_trials`
+S3_SERVICES = ("clean", "archival", "rollback", "metadata", "compaction")
+
+
+def _s3_trials(env: S3Env) -> Iterator[Callable[[Harness, str], TrialResult]]:
+    """The S3 trials of one cell, the fault kinds in turn."""
+
+    def of_kind(kind: str) -> Callable[[Harness, str], TrialResult]:
+        def trial(h: Harness, service: str) -> TrialResult:
+            return s3_trial(h, env, service, kind)
+
+        return trial
+
+    n = 0
+    while True:
+        yield of_kind(KINDS[n % len(KINDS)])
+        n += 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.faults")
     parser.add_argument("--trials", type=int, default=100, help="trials per service and fault class")
     parser.add_argument("--services", default=",".join(SERVICES))
-    parser.add_argument("--faults", default=",".join(FAULTS))
+    parser.add_argument("--faults", default=",".join([*FAULTS, S3]))
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     root = bench_dir("faults")
     shutil.rmtree(root, ignore_errors=True)
     started = time.monotonic()
-    with lazy_executor() as executor:
+    faults = args.faults.split(",")
+    with ExitStack() as stack:
+        executor = stack.enter_context(lazy_executor())
+        env = stack.enter_context(s3_env()) if S3 in faults else None
         harness = Harness(root, executor, seed=args.seed)
         for service in args.services.split(","):
-            for fault in args.faults.split(","):
-                if fault == "damage" and service not in READERS:
+            for fault in faults:
+                if (fault == "damage" and service not in READERS) or (fault == S3 and service not in S3_SERVICES):
                     continue
+                trials = _s3_trials(env) if env is not None and fault == S3 else None
                 for _ in range(args.trials):
-                    result = FAULTS[fault](harness, service)
-                    mark = "ok " if result.recovered else "BAD"
+                    trial = next(trials) if trials is not None else FAULTS[fault]
+                    result = trial(harness, service)
+                    mark = "ok " if result.ok else "BAD"
                     print(f"{mark} {result.describe()}", flush=True)
                 shutil.rmtree(root / "trials", ignore_errors=True)  # keep the disk small between cells
     print_table(harness.results)
     print(f"{len(harness.results)} trials in {time.monotonic() - started:.0f}s")
-    return 0 if all(r.recovered for r in harness.results) else 1
+    return 0 if all(r.ok for r in harness.results) else 1
 
 
 if __name__ == "__main__":

@@ -270,6 +270,8 @@ class Storage:
             finally:
                 _unlink_quietly(tmp)
             return
+        from botocore.exceptions import BotoCoreError
+
         bucket, _, key = path.partition("/")
         client = self._boto_client()
         try:
@@ -279,6 +281,8 @@ class Storage:
             if code in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
                 raise AlreadyExistsError("file already exists", path=location) from e
             raise StorageError(f"conditional put failed: {code}", path=location) from e
+        except BotoCoreError as e:  # the connection reset, timed out or refused once botocore's retries ran out
+            raise StorageError(f"conditional put failed: {type(e).__name__}: {e}", path=location) from e
 
     def open_output_stream(self, location: str) -> pa.NativeFile:
         """A stream that creates or replaces the file (parent folders are created as needed)."""

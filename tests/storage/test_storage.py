@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -7,6 +8,8 @@ import pytest
 
 from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError
 from tableservice.storage import Storage, join, parent, to_uri
+from tests.support.faults.s3_proxy import FaultPlan, FaultProxy
+from tests.support.servers import MotoServer
 
 
 def _roots(tmp_path: Path, s3_bucket: tuple[Storage, str] | None) -> list[tuple[Storage, str]]:
@@ -117,3 +120,24 @@ def test_control_characters_in_a_location_are_a_typed_error(tmp_path: Path, name
         with pytest.raises(InvalidPathError) as err:
             call(location)
         assert err.value.path == location
+
+
+@pytest.mark.moto
+@pytest.mark.parametrize("kind", ["reset", "timeout"])
+def test_s3_conditional_put_connection_failure_is_a_storage_error(
+    kind: str, s3_bucket: tuple[Storage, str], moto: MotoServer
+) -> None:
+    """A conditional put whose connection is reset (or held, then closed) on every attempt fails with a
+    StorageError naming the file, not with botocore's own exception; the write did not land."""
+    storage, root = s3_bucket
+    with FaultProxy(moto.endpoint_url) as proxy:
+        faulty = Storage(dataclasses.replace(storage.options, endpoint_url=proxy.endpoint_url))
+        faulty.create_if_absent(join(root, "before"), b"1")
+        proxy.arm(FaultPlan(kind, hold=0.5))  # every request from now on
+        target = join(root, "instant")
+        with pytest.raises(StorageError, match="conditional put failed") as caught:
+            faulty.create_if_absent(target, b"2")
+        assert caught.value.path == target
+        assert proxy.injected == proxy.requests >= 1
+    assert storage.exists(target) is False
+    assert storage.read_bytes(join(root, "before")) == b"1"

@@ -31,10 +31,13 @@ def _options(
     return opts
 
 
-def _table(path: str) -> Any:
+def _table(path: str, storage_options: dict[str, str] | None = None) -> Any:
     from hudi import HudiTableBuilder
 
-    return HudiTableBuilder.from_base_uri(path).build()
+    builder = HudiTableBuilder.from_base_uri(path)
+    if storage_options:
+        builder = builder.with_storage_options(storage_options)
+    return builder.build()
 
 
 def hudi_slices(path: str, as_of: str | None = None) -> set[SliceKey]:
@@ -70,9 +73,11 @@ def hudi_read(
     columns: list[str] | None = None,
     start: str | None = None,
     end: str | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> pa.Table:
-    """hudi-rs's read, rows sorted by record key (and partition path)."""
-    table = _table(path)
+    """hudi-rs's read, rows sorted by record key (and partition path); `storage_options` are hudi-rs's (S3:
+    aws_endpoint_url, aws_allow_http, aws_region, credentials)."""
+    table = _table(path, storage_options)
     opts = _options(as_of, read_optimized, columns, start, end)
     batches = table.read(opts)
     schema = table.get_schema_with_meta_fields()

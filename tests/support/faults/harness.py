@@ -44,15 +44,22 @@ class TrialResult:
     named_file: bool | None = None  # damaged files: the error named the damaged file
     unchanged: bool | None = None  # damaged files: every other file byte-identical after the trial
     expected_error: bool | None = None  # damaged files: the action stopped with a PermanentError
+    typed: bool | None = None  # S3 and ZooKeeper faults: the pass succeeded or stopped with a typed error
 
     @property
     def recovered(self) -> bool:
         return self.recovery_error is None and self.findings.clean
 
+    @property
+    def ok(self) -> bool:
+        """Recovered, and no untyped error on the way."""
+        return self.recovered and self.typed is not False
+
     def describe(self) -> str:
         return (
             f"{self.service}/{self.fault} [{self.detail}] fired={self.fired} rc={self.child_rc} "
-            f"recovery={self.recovery_error or 'ok'} findings={self.findings.summary()}"
+            + ("" if self.typed is not False else "UNTYPED ")
+            + f"recovery={self.recovery_error or 'ok'} findings={self.findings.summary()}"
             + (f" child: {self.child_error}" if self.child_error else "")
         )
 

@@ -1,5 +1,6 @@
 """The table the fault runs print: per service and fault class, trials, faults that fired, rows lost, duplicated
-and changed, clean recoveries, leftovers, and (damaged files) errors that named the file."""
+and changed, clean recoveries, leftovers, (damaged files) errors that named the file and (S3 faults) passes that
+ended in an untyped error."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ HEADER = (
     "mdt",
     "rec.err",
     "named",
+    "untyped",
 )
 
 
@@ -50,6 +52,7 @@ def rows(results: Sequence[TrialResult]) -> list[tuple[str, ...]]:
                 str(sum(bool(r.findings.metadata_differences) for r in group)),
                 str(sum(r.recovery_error is not None for r in group)),
                 f"{sum(named)}/{len(named)}" if named else "-",
+                str(sum(r.typed is False for r in group)),
             )
         )
     return out
@@ -70,6 +73,6 @@ def format_table(results: Sequence[TrialResult]) -> str:
 def print_table(results: Sequence[TrialResult]) -> None:
     print()
     print(format_table(results))
-    bad = [r for r in results if not r.recovered]
-    for r in bad:
-        print(f"  NOT RECOVERED: {r.describe()}")
+    for r in results:
+        if not r.ok:
+            print(f"  {'NOT RECOVERED' if not r.recovered else 'UNTYPED ERROR'}: {r.describe()}")
