@@ -279,10 +279,24 @@ class Storage:
         except client.exceptions.ClientError as e:
             code = e.response.get("Error", {}).get("Code", "")
             if code in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
+                retried = int(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0) > 0
+                if retried and self._holds(client, bucket, key, data):
+                    # botocore retried after a lost response: the object that exists is our own first attempt
+                    return
                 raise AlreadyExistsError("file already exists", path=location) from e
             raise StorageError(f"conditional put failed: {code}", path=location) from e
         except BotoCoreError as e:  # the connection reset, timed out or refused once botocore's retries ran out
             raise StorageError(f"conditional put failed: {type(e).__name__}: {e}", path=location) from e
+
+    @staticmethod
+    def _holds(client: Any, bucket: str, key: str, data: bytes) -> bool:
+        """Whether the object holds exactly `data` (a conditional put that was retried: did its first attempt land?).
+        Another writer's object for the same timeline file would have to be byte for byte ours to pass."""
+        try:
+            body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except Exception:  # any failure to read it back: not proven ours, the conflict stands
+            return False
+        return bool(body == data)
 
     def open_output_stream(self, location: str) -> pa.NativeFile:
         """A stream that creates or replaces the file (parent folders are created as needed)."""

@@ -141,3 +141,27 @@ def test_s3_conditional_put_connection_failure_is_a_storage_error(
         assert proxy.injected == proxy.requests >= 1
     assert storage.exists(target) is False
     assert storage.read_bytes(join(root, "before")) == b"1"
+
+
+@pytest.mark.moto
+@pytest.mark.parametrize("kind", ["reset", "timeout"])
+def test_a_retried_conditional_put_whose_first_attempt_landed_succeeds(
+    kind: str, s3_bucket: tuple[Storage, str], moto: MotoServer
+) -> None:
+    """The response of the first attempt is lost after S3 applied it; botocore retries and S3 answers 412. The object
+    holds our bytes, so the create succeeded. Another writer's different bytes are still a conflict."""
+    storage, root = s3_bucket
+    with FaultProxy(moto.endpoint_url) as proxy:
+        faulty = Storage(dataclasses.replace(storage.options, endpoint_url=proxy.endpoint_url))
+        faulty.create_if_absent(join(root, "warm"), b"0")  # the client is connected before the fault
+        target = join(root, "instant.commit")
+        proxy.arm(FaultPlan(kind, count=1, after=True, hold=0.5))
+        faulty.create_if_absent(target, b"ours")
+        assert proxy.injected == 1
+        assert storage.read_bytes(target) == b"ours"
+        other = join(root, "taken.commit")
+        storage.create_if_absent(other, b"theirs")
+        proxy.arm(FaultPlan(kind, count=1, after=True, hold=0.5))
+        with pytest.raises(AlreadyExistsError):
+            faulty.create_if_absent(other, b"ours")
+    assert storage.read_bytes(other) == b"theirs"
