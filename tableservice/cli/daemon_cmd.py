@@ -14,6 +14,7 @@ import anyio
 
 from tableservice.cli import status_cmd
 from tableservice.cli.logsetup import configure_logging
+from tableservice.cli.messages import describe
 from tableservice.cli.operator import add_table_arguments, operator_table
 from tableservice.cli.plan_output import add_dry_run_arguments, print_dry_run
 from tableservice.config import DaemonConfig, load_config, resolve_named_tables
@@ -120,7 +121,7 @@ def cmd_once(args: argparse.Namespace) -> int:
             try:
                 result = worker.run_pass()
             except TableServiceError as e:
-                report(name, f"error: {type(e).__name__}: {e}", failed=True)
+                report(name, f"error: {describe(e)}", failed=True)
                 failures += 1
                 continue
             except Exception as e:  # a bug must not keep the tables after this one from being served
@@ -154,7 +155,7 @@ def cmd_once(args: argparse.Namespace) -> int:
                 what = f"{f.action} {f.instant}" if f.instant else f.action
                 report(
                     name,
-                    f"{what} failed: {type(f.error).__name__}: {f.error}",
+                    f"{what} failed: {describe(f.error)}",
                     instant=f.instant or None,
                     action=f.action,
                     failed=True,

@@ -117,4 +117,32 @@ def test_generate_show_and_read(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_errors_are_typed_and_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["table", "show", str(tmp_path / "nothing")]) == 1
     err = capsys.readouterr().err
-    assert "InvalidTableConfigError" in err and "hoodie.properties" in err
+    assert f"missing file: no table here: the folder does not exist | file={tmp_path / 'nothing'}" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["table", "show", str(tmp_path / "empty"), "--log-level", "ERROR"]) == 1  # options after the command
+    err = capsys.readouterr().err
+    assert "table configuration: not a Hudi table: the folder exists" in err and "hoodie.properties" in err
+    assert "Error" not in err  # plain words, no class names
+
+
+def test_global_options_go_anywhere_and_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    from tableservice.cli import hoist_global_options
+
+    assert hoist_global_options(["table", "show", "x", "--log-level", "DEBUG"]) == [
+        "--log-level",
+        "DEBUG",
+        "table",
+        "show",
+        "x",
+    ]
+    assert hoist_global_options(["table", "read", "x", "--log-level=INFO", "--", "--log-level"]) == [
+        "--log-level=INFO",
+        "table",
+        "read",
+        "x",
+        "--",
+        "--log-level",
+    ]
+    with pytest.raises(SystemExit):
+        main(["compact", "schedule", "--help"])
+    assert "(default: None)" in capsys.readouterr().out

@@ -108,7 +108,7 @@ def test_once_serves_the_tables_after_one_whose_clean_plan_names_a_nul_byte(
     cfg.write_text(config_text([bad, good], max_delta_commits=1))
     assert main(["once", "--config", str(cfg)]) == 1
     err = capsys.readouterr().err
-    assert f"table0: clean {t} failed: InvalidPlanError" in err and "control character" in err
+    assert f"table0: clean {t} failed: invalid plan: " in err and "control character" in err
     good_pending = HudiTable.open(Storage(), good).timeline().pending()
     assert [i.action for i in good_pending] == []  # served: its compaction was scheduled and completed
     done = HudiTable.open(Storage(), good).timeline().completed().filter(lambda i: i.action is Action.COMPACTION)

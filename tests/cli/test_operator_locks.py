@@ -142,7 +142,7 @@ def test_a_run_refuses_a_plan_whose_executor_lease_another_process_holds(
             err = capsys.readouterr().err
             key = f"/hudi/lease/tableservice-leases/{name}/{action}-{t}"
             assert err.splitlines() == [
-                f"tableservice: LeaseHeldError: not running {action} {t}: another process holds its executor lease "
+                f"tableservice: busy: not running {action} {t}: another process holds its executor lease "
                 f"{key!r} | table={label}"
             ]
         assert main(["compact", "run", "--config", str(cfg), path, "--instant", compaction]) == 1

@@ -288,7 +288,11 @@ def load_table_config(storage: Storage, base_path: str) -> TableConfig:
     except (FileMissingError, InvalidTableConfigError) as first:
         if not storage.exists(backup):
             if isinstance(first, FileMissingError):
-                raise InvalidTableConfigError("not a Hudi table: hoodie.properties is missing", path=main) from first
+                if not storage.exists(base_path):
+                    raise FileMissingError("no table here: the folder does not exist", path=base_path) from first
+                raise InvalidTableConfigError(
+                    "not a Hudi table: the folder exists but holds no .hoodie/hoodie.properties", path=main
+                ) from first
             raise
         try:
             return parse_table_config(storage.read_bytes(backup), path=backup)
