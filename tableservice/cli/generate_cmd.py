@@ -6,13 +6,22 @@ import argparse
 import time
 from typing import Any
 
+from tableservice.errors import TableServiceError, UnsupportedTableError
 from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, read
 from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import MergeModeName, TableSpec, create_table
-from tableservice.hudi.write.workload import ORDERING_FIELD, PARTITION_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import (
+    ORDERING_FIELD,
+    PARTITION_FIELD,
+    RECORD_KEY,
+    TRIP_SCHEMA,
+    FollowUp,
+    Workload,
+)
 from tableservice.storage import Storage
 
 
@@ -49,6 +58,22 @@ def register(sub: Any) -> None:
         "record_index; table versions 8 and 9) and keep it in step with every commit",
     )
     gen.set_defaults(handler=cmd_generate)
+
+    more = sub.add_parser(
+        "write",
+        help="add commits to a table `generate` made: updates and deletes of its live records, new inserts "
+        "(drills and demos beside a running daemon)",
+    )
+    more.add_argument("uri", help="a table made by `tableservice generate`")
+    more.add_argument("--commits", type=int, default=1, help="commits to add")
+    more.add_argument("--update-fraction", type=_fraction, default=0.2, help="of the live records, per commit")
+    more.add_argument("--delete-fraction", type=_fraction, default=0.0, help="of the live records, per commit")
+    more.add_argument("--records", type=int, default=0, help="new records inserted per commit")
+    more.add_argument("--late-fraction", type=_fraction, default=0.1, help="updates arriving with older event times")
+    more.add_argument("--log-block", choices=["avro", "parquet"], default="avro")
+    more.add_argument("--max-file-records", type=int, default=500_000, help="records per new base file")
+    more.add_argument("--seed", type=int, default=11, help="a new seed gives new keys for the inserts")
+    more.set_defaults(handler=cmd_write)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -89,4 +114,40 @@ def cmd_generate(args: argparse.Namespace) -> int:
             f"{f', {deletes} deletes' if deletes else ''} in {time.monotonic() - started:.1f}s"
         )
     print(f"created {spec.table_type.value} table version {spec.version} at {args.uri}")
+    return 0
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    storage = Storage()
+    table = HudiTable.open(storage, args.uri)
+    needed = (RECORD_KEY, ORDERING_FIELD, PARTITION_FIELD)
+    try:
+        live = read(table, ReadOptions(columns=needed))
+    except TableServiceError as e:
+        raise e.with_context(table=table.label) from e
+    missing = [c for c in needed if c not in live.column_names]
+    if missing:
+        raise UnsupportedTableError(
+            f"`write` adds generated trip records: the table has no {', '.join(missing)} column (make one with "
+            "`tableservice generate`)",
+            table=table.label,
+        )
+    follow = FollowUp(
+        args.commits, args.update_fraction, args.delete_fraction, args.records, args.late_fraction, args.seed
+    )
+    client = WriteClient(
+        storage, args.uri, options=WriteOptions(log_block_format=args.log_block, max_file_records=args.max_file_records)
+    )
+    try:
+        steps = list(follow.steps(live.select(list(needed))))
+    except ValueError as e:
+        raise UnsupportedTableError(f"`write` adds generated trip records: {e}", table=table.label) from e
+    for step in steps:
+        started = time.monotonic()
+        result = client.apply(step)
+        deletes = step.deletes.num_rows if step.deletes is not None else 0
+        print(
+            f"{result.action.value} {result.instant_time}: {step.operation.value} {step.records.num_rows} records"
+            f"{f', {deletes} deletes' if deletes else ''} in {time.monotonic() - started:.1f}s"
+        )
     return 0

@@ -10,6 +10,7 @@ import pytest
 
 from tableservice.cli import main
 from tableservice.hudi.table.config import load_table_config
+from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import parse_instant_file_name
 from tableservice.storage import Storage
 from tests.support.fixtures import fixture_names, fixture_table_readonly
@@ -146,3 +147,30 @@ def test_global_options_go_anywhere_and_help_shows_defaults(capsys: pytest.Captu
     with pytest.raises(SystemExit):
         main(["compact", "schedule", "--help"])
     assert "(default: None)" in capsys.readouterr().out
+
+
+@pytest.mark.oracle
+def test_write_adds_commits_to_a_generated_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "t")
+    assert main(["generate", path, "--records", "200", "--commits", "2", "--max-file-records", "50"]) == 0
+    before = hudi_read(path)  # 198 live records: 65 = 25% of them updated + 15 inserts, 20 = 10% deleted
+    commits_before = len(HudiTable.open(Storage(), path).timeline().completed_writes())
+    capsys.readouterr()
+    args = ["--commits", "2", "--update-fraction", "0.25", "--delete-fraction", "0.1", "--records", "15"]
+    assert main(["write", path, *args]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and all("deltacommit" in line and "65 records, 20 deletes" in line for line in out), out
+    after = hudi_read(path)
+    keys_before, keys_after = set(before.column("uuid").to_pylist()), set(after.column("uuid").to_pylist())
+    new = keys_after - keys_before
+    assert len(new) == 30 and all(k.split("-")[1] == "0011" for k in new)
+    assert len(keys_before - keys_after) == 40 and after.num_rows == before.num_rows - 40 + 30
+    ts_before = dict(zip(before.column("uuid").to_pylist(), before.column("ts").to_pylist(), strict=True))
+    changed = [
+        k
+        for k, t in zip(after.column("uuid").to_pylist(), after.column("ts").to_pylist(), strict=True)
+        if k in ts_before and t != ts_before[k]
+    ]
+    assert 50 <= len(changed) <= 100  # updated keys moved on (a late update keeps the stored time)
+    assert len(HudiTable.open(Storage(), path).timeline().completed_writes()) == commits_before + 2
+    assert main(["write", str(tmp_path / "missing")]) == 1

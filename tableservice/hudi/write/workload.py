@@ -129,3 +129,57 @@ class Workload:
                 "city": self._partition_values(city_idx),
             }
         )
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """More commits for a table a `Workload` made: updates and deletes of its live keys (read from the table), new
+    inserts with fresh keys. For drills and demos on an existing table (`tableservice write`)."""
+
+    commits: int
+    update_fraction: float = 0.2
+    delete_fraction: float = 0.0
+    inserts: int = 0  # new records per commit
+    late_fraction: float = 0.1
+    seed: int = 11
+
+    def steps(self, live: pa.Table) -> Iterator[WorkloadStep]:
+        """`live`: the table's current `uuid`, `ts` and `city` columns. Each step touches distinct live keys."""
+        rng = np.random.default_rng(self.seed)
+        keys = np.array(live.column(RECORD_KEY).to_pylist(), dtype=object)
+        cities = live.column(PARTITION_FIELD).to_pylist()
+        unknown = sorted({c for c in cities if c not in CITIES})
+        if unknown:
+            raise ValueError(f"city values {unknown[:3]} were not made by the generator")
+        city_idx = np.array([CITIES.index(c) for c in cities], dtype=np.int64)
+        ts = np.array(live.column(ORDERING_FIELD).to_pylist(), dtype=np.int64)
+        shape = Workload(max(1, len(keys)), 1, partitions=len(CITIES), seed=self.seed)
+        alive = np.ones(len(keys), dtype=bool)
+        n = len(keys)
+        for step in range(self.commits):
+            candidates = np.flatnonzero(alive)
+            n_upd = min(len(candidates), round(self.update_fraction * n))
+            n_del = min(len(candidates) - n_upd, round(self.delete_fraction * n))
+            chosen = rng.choice(candidates, size=n_upd + n_del, replace=False) if n_upd + n_del else candidates[:0]
+            upd, dels = np.sort(chosen[:n_upd]), np.sort(chosen[n_upd:])
+            late = rng.random(len(upd)) < self.late_fraction
+            delta = rng.integers(1, 600_000, len(upd))
+            new_ts = np.where(late, ts[upd] - delta, ts[upd] + delta + (step + 1) * 3_600_000)
+            ts[upd] = np.maximum(ts[upd], new_ts)
+            rows = shape._rows(rng, keys[upd], city_idx[upd], new_ts)
+            if self.inserts:
+                fresh = np.char.add(
+                    np.char.zfill(np.arange(self.inserts).astype("U12"), 12), f"-{self.seed:04d}-{step:04d}"
+                ).astype(object)
+                fresh_city = (
+                    city_idx[rng.integers(0, len(city_idx), self.inserts)]
+                    if n
+                    else np.zeros(self.inserts, dtype=np.int64)
+                )
+                fresh_ts = BASE_TS + (step + 1) * 3_600_000 + rng.integers(0, 3_600_000, self.inserts)
+                rows = pa.concat_tables([rows, shape._rows(rng, fresh, fresh_city, fresh_ts)])
+            deletes = None
+            if len(dels):
+                alive[dels] = False
+                deletes = shape._keys(keys[dels], city_idx[dels], ts[dels] + 1)
+            yield WorkloadStep(Operation.UPSERT, rows, deletes)
