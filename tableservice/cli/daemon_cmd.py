@@ -17,6 +17,7 @@ from tableservice.cli.logsetup import configure_logging
 from tableservice.cli.messages import describe
 from tableservice.cli.operator import add_table_arguments, operator_table
 from tableservice.cli.plan_output import add_dry_run_arguments, print_dry_run
+from tableservice.cli.why import nothing_to_compact
 from tableservice.config import DaemonConfig, load_config, resolve_named_tables
 from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
@@ -186,7 +187,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_compact_schedule(args: argparse.Namespace) -> int:
     with operator_table(args, "compaction") as op:
         if args.dry_run:
-            nothing = "nothing to compact: no file slice has log files"
+            nothing = nothing_to_compact(op.table)
             print_dry_run(
                 op.preview("compaction", args.instant),
                 "compaction",
@@ -198,7 +199,7 @@ def cmd_compact_schedule(args: argparse.Namespace) -> int:
         policy = op.worker.settings.compaction.policy
         instant = schedule_compaction(op.context, policy, force=True, instant_time=args.instant)
         if instant is None:
-            print("nothing to compact: no file slice has log files")
+            print(nothing_to_compact(op.table))
             return 0
         plan = op.table.compaction_plan(instant)
         print(f"scheduled compaction {instant.requested_time} with {len(plan.operations or ())} operations")

@@ -7,6 +7,7 @@ from typing import Any
 
 from tableservice.cli.operator import add_table_arguments, operator_table
 from tableservice.cli.plan_output import add_dry_run_arguments, print_dry_run
+from tableservice.cli.why import nothing_to_clean, nothing_to_cluster
 from tableservice.hudi.action.clean import dry_run, pending_cleans
 from tableservice.hudi.action.savepoint import create_savepoint, delete_savepoint, list_savepoints
 from tableservice.hudi.models import decode_clean_metadata
@@ -76,11 +77,12 @@ def register(sub: Any) -> None:
 def cmd_clean_schedule(args: argparse.Namespace) -> int:
     with operator_table(args, "clean") as op:
         if args.dry_run:
-            print_dry_run(op.preview("clean"), "clean", op.worker.label, as_json=args.json, nothing="nothing to clean")
+            nothing = nothing_to_clean(op.table, op.worker.settings.clean.policy)
+            print_dry_run(op.preview("clean"), "clean", op.worker.label, as_json=args.json, nothing=nothing)
             return 0
         instant = op.schedule("clean")
         if instant is None:
-            print("nothing to clean")
+            print(nothing_to_clean(op.table, op.worker.settings.clean.policy))
             return 0
         resolved = dry_run(op.table, instant)
         print(f"scheduled clean {instant.requested_time}: {len(resolved.files)} files")
@@ -116,11 +118,12 @@ def cmd_cluster_schedule(args: argparse.Namespace) -> int:
     with operator_table(args, "clustering") as op:
         if args.dry_run:
             done = op.preview("clustering")
-            print_dry_run(done, "clustering", op.worker.label, as_json=args.json, nothing="nothing to cluster")
+            nothing = nothing_to_cluster(op.table, op.worker.settings.clustering.policy)
+            print_dry_run(done, "clustering", op.worker.label, as_json=args.json, nothing=nothing)
             return 0
         instant = op.schedule("clustering")
         if instant is None:
-            print("nothing to cluster")
+            print(nothing_to_cluster(op.table, op.worker.settings.clustering.policy))
             return 0
         plan = op.table.clustering_plan(instant)
         print(f"scheduled clustering {instant.requested_time} with {len(plan.input_groups or ())} groups")

@@ -123,7 +123,25 @@ def test_dry_run_with_nothing_to_plan(tmp_path: Path, capsys: pytest.CaptureFixt
     path = mor_table(tmp_path / "t", records=60, commits=1)
     before = folder_state(path)
     assert main(["clean", "schedule", path, "--dry-run"]) == 0
-    assert capsys.readouterr().out.strip() == "dry run: nothing to clean"
+    assert capsys.readouterr().out.strip() == (
+        "dry run: nothing to clean: every file version is among the file versions the last 10 commits need "
+        "(KEEP_LATEST_COMMITS)"
+    )
     assert main(["clean", "schedule", path, "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"table": "t", "dry_run": True, "plan": None}
     assert folder_state(path) == before
+
+
+def test_nothing_to_cluster_names_the_pending_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A clustering plan is pending over every small file group: the next schedule says so and what to run."""
+    path = mor_table(tmp_path / "t", records=120, commits=2)
+    assert main(["cluster", "schedule", path]) == 0
+    first = capsys.readouterr().out
+    assert first.startswith("scheduled clustering ")
+    t = first.split()[2]
+    assert main(["cluster", "schedule", path]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"nothing to cluster: clustering {t} (requested) is pending and holds its file groups (run it: "
+        "`tableservice cluster run`); no other file group has a base file under "
+        "hoodie.clustering.plan.strategy.small.file.limit = 314572800 bytes"
+    )

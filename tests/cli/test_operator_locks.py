@@ -108,7 +108,11 @@ def test_without_config_the_notice_is_printed_once(tmp_path: Path, capsys: pytes
     assert main(["compact", "schedule", "--config", str(cfg), path]) == 0
     captured = capsys.readouterr()
     assert NO_CONFIG_NOTICE not in captured.err
-    assert captured.out == "nothing to compact: no file slice has log files\n"  # all are in the pending plan
+    pending = HudiTable.open(Storage(), path).timeline().pending_compactions().instants[0].requested_time
+    assert captured.out == (  # all slices with log files are in the pending plan: it says so, and what to run
+        f"nothing to compact: compaction {pending} (requested) is pending and holds the file slices it names "
+        "(run it: `tableservice compact run`); no other file slice has log files\n"
+    )
 
 
 @pytest.mark.zookeeper
