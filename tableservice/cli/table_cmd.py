@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tableservice.cli.table_health import health_summary, print_health
 from tableservice.errors import InvalidTimeTravelError
 from tableservice.hudi.file_group.merge import merge_config_from_properties
 from tableservice.hudi.metadata.verify import verify_metadata_table
@@ -133,6 +135,7 @@ def describe(table: HudiTable) -> dict[str, Any]:
             "completed": [_instant_json(i) for i in timeline.completed()],
         },
         "partitions": partitions,
+        "health": health_summary(table, timeline, view, time.time()),
     }
 
 
@@ -165,6 +168,7 @@ def _print_text(info: dict[str, Any]) -> None:
     for i in reversed(tl["completed"]):
         done = f" completed {i['completion_time']}" if i["completion_time"] else ""
         print(f"  COMPLETED {i['requested_time']} {i['action']}{done}")
+    print_health(info["health"], _human)
     print(f"partitions: {len(info['partitions'])}")
     for p in info["partitions"]:
         print(f"  {p['partition'] or '(root)'}: {len(p['file_groups'])} file groups")

@@ -174,3 +174,28 @@ def test_write_adds_commits_to_a_generated_table(tmp_path: Path, capsys: pytest.
     assert 50 <= len(changed) <= 100  # updated keys moved on (a late update keeps the stored time)
     assert len(HudiTable.open(Storage(), path).timeline().completed_writes()) == commits_before + 2
     assert main(["write", str(tmp_path / "missing")]) == 1
+
+
+def test_table_show_health_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support.clean_helpers import complete_compaction, schedule_compaction
+    from tests.support.daemon_helpers import mor_table
+
+    path = mor_table(tmp_path / "t", records=200, commits=3)
+    first = schedule_compaction(path)
+    complete_compaction(path, first)
+    assert main(["write", path, "--commits", "1", "--update-fraction", "0.3"]) == 0  # new log files
+    pending = schedule_compaction(path)
+    capsys.readouterr()
+    assert main(["table", "show", path, "--json"]) == 0
+    health = json.loads(capsys.readouterr().out)["health"]
+    view = HudiTable.open(Storage(), path).file_system_view()
+    slices = view.latest_merged_slices()
+    assert health["file_groups"] == len(slices)
+    assert health["file_groups_with_logs"] == sum(1 for s in slices if s.log_files)
+    assert health["log_bytes"] == sum(s.log_size for s in slices if s.log_files)
+    assert health["small_base_files"] == sum(1 for s in slices if s.base_file is not None)  # all far below 300 MiB
+    assert health["last_completed"]["compaction"] == {"instant": first.requested_time, "archived": False}
+    assert health["last_completed"]["clean"] is None
+    oldest = health["oldest_pending"]["compaction"]
+    assert oldest["instant"] == pending.requested_time and oldest["state"] == "REQUESTED"
+    assert 0 <= oldest["age_seconds"] < 600
