@@ -64,12 +64,13 @@ class CommittedFiles:
 
     @classmethod
     def of(cls, table: HudiTable, timeline: Timeline, before: str | None = None) -> CommittedFiles:
-        """From every completed write instant on `timeline` (requested before `before` when given)."""
+        """From every completed write instant on `timeline`; with `before` (the action's instant), those requested
+        and (table version 8+) completed before it: what the plan could see when it was made."""
         out = cls()
         for instant in timeline.completed_writes():
             t = instant.requested_time
-            if before is not None and t >= before:
-                continue
+            if before is not None and (t >= before or (instant.completion_time or "") > before):
+                continue  # written from the action's instant on, or completed after the plan was made
             metadata = table.commit_metadata(instant)
             for partition, stats in (metadata.partition_to_write_stats or {}).items():
                 for stat in stats:
