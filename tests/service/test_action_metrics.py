@@ -130,3 +130,29 @@ def test_a_rolled_back_failed_write_is_counted(tmp_path: Path, monkeypatch: pyte
     assert result.rolled_back == [failed] and not result.failed
     assert _value(registry, "tableservice_failed_writes_rolled_back_total") == 1
     assert _value(registry, "tableservice_last_success_timestamp_seconds", action="rollback") is not None
+
+
+def test_last_compaction_is_found_in_the_archive(tmp_path: Path) -> None:
+    """Once its compaction is archived, a table's status still names it (read once from the archive)."""
+    from tableservice.hudi.action.archival import archive
+    from tableservice.hudi.table.read import ReadOptions, read
+    from tableservice.hudi.write.workload import FollowUp
+    from tests.support.clean_helpers import complete_compaction, schedule_compaction
+    from tests.support.daemon_helpers import mor_table
+
+    path = mor_table(tmp_path / "t", records=60, commits=2, name=NAME)
+    compaction = schedule_compaction(path)
+    complete_compaction(path, compaction)
+    live = read(HudiTable.open(Storage(), path), ReadOptions(columns=("uuid", "ts", "city")))
+    client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=60))
+    for step in FollowUp(34, 0.1, seed=3).steps(live):
+        client.apply(step)
+    limits = {"hoodie.keep.min.commits": "5", "hoodie.keep.max.commits": "10", "hoodie.cleaner.commits.retained": "3"}
+    archived = archive(HudiTable.open(Storage(), path), ArchivalPolicy.from_mapping(limits))
+    assert compaction.requested_time in {i.requested_time for i in archived}
+    assert HudiTable.open(Storage(), path).timeline().get(compaction.requested_time) is None
+    worker = _worker(path, Metrics(CollectorRegistry()))
+    worker.poll()
+    assert worker.status.last_compaction == compaction.requested_time
+    worker.poll()  # the archive is read once; the value stays
+    assert worker.status.last_compaction == compaction.requested_time
