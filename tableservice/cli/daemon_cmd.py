@@ -22,15 +22,10 @@ from tableservice.config import DaemonConfig, load_config, resolve_named_tables
 from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.service.compaction import schedule_compaction
-from tableservice.service.daemon import (
-    Daemon,
-    LockProviders,
-    executor_settings,
-    storage_options,
-    table_settings,
-)
+from tableservice.service.daemon import Daemon
 from tableservice.service.table_state import TableHealth
 from tableservice.service.table_worker import TableWorker
+from tableservice.service.wiring import LockProviders, executor_settings, storage_options, table_settings
 from tableservice.storage import Storage
 
 log = logging.getLogger(__name__)

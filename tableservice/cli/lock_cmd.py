@@ -12,7 +12,7 @@ from tableservice.config import load_config, resolve_named_tables
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.service.daemon import lock_provider, storage_options
+from tableservice.service.wiring import lock_provider, storage_options
 from tableservice.storage import Storage
 
 

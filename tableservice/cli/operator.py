@@ -32,10 +32,10 @@ from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.clustering import request_clustering
 from tableservice.service.compaction import request_compaction
-from tableservice.service.daemon import LockProviders, executor_settings, storage_options, table_settings
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_state import PassResult
 from tableservice.service.table_worker import TableWorker
+from tableservice.service.wiring import LockProviders, executor_settings, storage_options, table_settings
 from tableservice.storage import Storage
 
 NO_CONFIG_NOTICE = (

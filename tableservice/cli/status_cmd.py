@@ -13,7 +13,7 @@ from typing import Any
 
 from tableservice.config import DaemonConfig
 from tableservice.errors import ConfigError
-from tableservice.service.daemon import status_token
+from tableservice.service.wiring import status_token
 
 HEALTHY = frozenset({"ok"})
 TIMEOUT_S = 5.0

@@ -25,145 +25,31 @@ from anyio.abc import TaskGroup
 from tableservice import __version__
 from tableservice.config import (
     DaemonConfig,
-    HttpSettings,
     NameClash,
     TableEntry,
     hoodie_table_name,
     load_config,
     named_tables,
 )
-from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError, RetryableError, TableServiceError
-from tableservice.executors.jvm_output import log4j_level
 from tableservice.executors.spark import SparkExecutor
-from tableservice.executors.spark import SparkSettings as ExecutorSparkSettings
-from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy
-from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.metrics import Metrics, new_metrics
 from tableservice.service.history import ActionHistory, answer_query
 from tableservice.service.http import ConnectionStats, HealthState, HttpLimits, serve_http, service_routes
-from tableservice.service.protocol import ServiceSettings
-from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.scheduler import PriorityCapacity
-from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableSettings, TableStatus
+from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableStatus
 from tableservice.service.table_worker import TableWorker
-from tableservice.storage import Storage, StorageOptions
+from tableservice.service.wiring import (
+    LockProviders,
+    executor_settings,
+    status_token,
+    storage_options,
+    table_settings,
+)
+from tableservice.storage import Storage
 
 log = logging.getLogger(__name__)
 CONFIG_WATCH_SECONDS = 2.0
-
-
-def storage_options(config: DaemonConfig) -> StorageOptions:
-    return config.storage.options()
-
-
-def lock_provider(settings: LockSettings) -> LockProvider:
-    kind = settings.kind
-    if kind == "in-process":
-        return InProcessLockProvider()
-    if kind == "dynamodb":
-        from tableservice.locks.dynamodb import DynamoDBLockProvider
-
-        return DynamoDBLockProvider(settings)
-    if kind == "zookeeper":
-        from tableservice.locks.zookeeper import ZookeeperLockProvider
-
-        return ZookeeperLockProvider(settings)
-    raise ConfigError(
-        f"locks.hoodie.write.lock.provider={settings.provider!r}: this build serves the in-process lock only"
-    )
-
-
-class LockProviders:
-    """One lock provider per distinct lock settings. A table whose `locks` override names another lock key,
-    ZooKeeper ensemble, DynamoDB table or backend then takes exactly the lock its writers take."""
-
-    def __init__(self) -> None:
-        self._by_settings: dict[str, LockProvider] = {}
-
-    def for_table(self, config: DaemonConfig, table: TableEntry | str) -> LockProvider:
-        settings = config.effective_locks(table)
-        key = settings.model_dump_json(by_alias=True)
-        if key not in self._by_settings:
-            self._by_settings[key] = lock_provider(settings)
-        return self._by_settings[key]
-
-    def close(self) -> None:
-        """Close every provider, even when one of them fails to."""
-        for provider in self._by_settings.values():
-            try:
-                provider.close()
-            except Exception as e:  # the others must still be released
-                log.error("could not close lock provider %s: %s", provider.name, e)
-        self._by_settings.clear()
-
-
-def status_token(settings: HttpSettings) -> str | None:
-    """The bearer token /status requires, read from `service.http.status_token_file`; None when not set."""
-    path = settings.status_token_file
-    if path is None:
-        return None
-    key = "service.http.status_token_file"
-    try:
-        with open(path, encoding="ascii") as file:
-            token = file.read(4097).strip()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{key}: cannot read the bearer token from {path}: {e}") from e
-    if not token or len(token) > 4096 or any(c.isspace() or not c.isprintable() for c in token):
-        raise ConfigError(f"{key}: {path} must hold one bearer token (1 to 4096 printable characters, no spaces)")
-    return token
-
-
-def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
-    s = config.spark
-    log_settings = config.service.log
-    return ExecutorSparkSettings(
-        master=None if s.remote else (s.master or "local[*]"),
-        remote=s.remote,
-        app_name=s.app_name,
-        conf=dict(s.conf),
-        jvm_log_level=log4j_level(log_settings.spark_level, log_settings.level),
-    )
-
-
-def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
-    policies = config.effective_policy(entry)
-    compaction, clustering, clean = policies.compaction, policies.clustering, policies.clean
-    policy, interval_ms, misses = policies.failed_writes.settings()
-    return TableSettings(
-        uri=entry.uri,
-        name=entry.name,
-        compaction=ServiceSettings(
-            compaction.policy(), schedule=compaction.enabled and compaction.schedule, execute=compaction.executes
-        ),
-        clustering=ServiceSettings(
-            clustering.policy(), schedule=clustering.enabled and clustering.schedule, execute=clustering.executes
-        ),
-        clean=ServiceSettings(clean.policy(), schedule=clean.enabled and clean.schedule, execute=clean.executes),
-        archival=ServiceSettings(
-            policies.archival.policy(clean, compaction),
-            schedule=policies.archival.enabled,
-            execute=policies.archival.enabled,
-        ),
-        failed_writes=ServiceSettings(
-            FailedWritesSettings(FailedWritesPolicy(policy), interval_ms, misses), schedule=False
-        ),
-        metadata=ServiceSettings(
-            policies.metadata.policy(), schedule=policies.metadata.enabled, execute=policies.metadata.enabled
-        ),
-        verify_metadata_after_action=policies.metadata.verify_after_action,
-        indexing=ServiceSettings(
-            policies.indexing.policy(),
-            schedule=policies.indexing.enabled and policies.indexing.schedule,
-            execute=policies.indexing.enabled and policies.indexing.execute,
-        ),
-        secondary_indexes=dict(policies.indexing.secondary_indexes),
-        # Twice Hudi's wait: long enough to take over from a holder whose lease ran out (DynamoDB).
-        lock_timeout_s=2 * config.effective_locks(entry).wait_time_ms / 1000,
-        permanent_failure_hold_s=config.service.retry.quarantine_seconds,
-        paused=entry.paused,
-        paused_reason=entry.paused_reason,
-    )
 
 
 class RunState(StrEnum):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from tableservice.errors import (
@@ -31,6 +30,7 @@ from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
 from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.history import ActionHistory, ActionOutcome, action_record
+from tableservice.service.holds import SERVICE_WIDE, Holds
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
@@ -45,15 +45,6 @@ from tableservice.storage import Storage, StorageOptions
 __all__ = ["PassResult", "RunningActions", "TableSettings", "TableStatus", "TableWorker"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-#: The instant of a hold that covers a whole service of the table (damaged committed data: see `_hold`).
-SERVICE_WIDE = "*"
-
-
-@dataclass(frozen=True)
-class _Held:
-    until: float  # monotonic
-    until_unix: float
-    error: str
 
 
 class TableWorker:
@@ -82,7 +73,7 @@ class TableWorker:
         self.table: HudiTable | None = None
         self.snapshot: TableSnapshot | None = None  # what the current pass sees
         self._nothing_at: dict[str, str] = {}
-        self._held: dict[tuple[str, str], _Held] = {}
+        self._held = Holds()
         self._archive_looked = False
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
         self._show_paused()
@@ -347,32 +338,22 @@ class TableWorker:
 
     def _runnable(self, svc: TableService, pending: list[Instant]) -> list[Instant]:
         """`pending` less the instants held back after a permanent failure (until their hold runs out)."""
-        now = time.monotonic()
-        for key in [k for k, held in self._held.items() if held.until <= now]:
-            del self._held[key]
+        self._held.expire()
         self._report_held()
-        if (svc.name, SERVICE_WIDE) in self._held:
-            return []
-        return [i for i in pending if (svc.name, i.requested_time) not in self._held]
+        return self._held.runnable(svc.name, pending)
 
     def _quarantined(self, service: str) -> bool:
-        held = self._held.get((service, SERVICE_WIDE))
-        if held is not None and held.until <= time.monotonic():
-            del self._held[(service, SERVICE_WIDE)]
+        if self._held.expire():
             self._report_held()
-            return False
-        return held is not None
+        return self._held.service_held(service)
 
     def _hold(self, action: str, instant: str, error: TableServiceError) -> None:
         """A permanent failure of one action: not retried until the hold runs out, the settings change or the daemon
-        restarts; the table's other work goes on. Shown in /status (`held_back`) and the metrics."""
+        restarts; the table's other work goes on. Damaged committed data holds the whole service for the table
+        (`holds`). Shown in /status (`held_back`, `quarantined_services`) and the metrics."""
         hold_s = self.settings.permanent_failure_hold_s
-        if isinstance(error, DamagedInputError):
-            # Committed data is damaged: every action of this service would rewrite it (or plan around it). The
-            # service is quarantined for the table until the hold runs out or the settings change.
-            instant = SERVICE_WIDE
-        self._held[(action, instant)] = _Held(time.monotonic() + hold_s, time.time() + hold_s, str(error))
-        what = "quarantined for this table" if instant == SERVICE_WIDE else "not retried"
+        held = self._held.add(action, instant, error, hold_s)
+        what = "quarantined for this table" if held == SERVICE_WIDE else "not retried"
         log.error(
             "%s failed permanently, %s for %.0fs: %s",
             action,
@@ -384,21 +365,12 @@ class TableWorker:
         self._report_held()
 
     def _report_held(self) -> None:
-        self.status.held_back = [
-            {"action": a, "instant": t, "until": round(h.until_unix, 1), "error": h.error}
-            for (a, t), h in sorted(self._held.items())
-            if t != SERVICE_WIDE
-        ]
-        self.status.quarantined_services = {
-            a: {"until": round(h.until_unix, 1), "reason": h.error}
-            for (a, t), h in sorted(self._held.items())
-            if t == SERVICE_WIDE
-        }
+        self.status.held_back = self._held.held_back()
+        self.status.quarantined_services = self._held.quarantined_services()
         if self.metrics is not None:
             for svc in self._services:
-                held = sum(1 for a, t in self._held if a == svc.name and t != SERVICE_WIDE)
-                self.metrics.set_held_back(self.label, svc.name, held)
-                self.metrics.set_service_quarantined(self.label, svc.name, (svc.name, SERVICE_WIDE) in self._held)
+                self.metrics.set_held_back(self.label, svc.name, self._held.count(svc.name))
+                self.metrics.set_service_quarantined(self.label, svc.name, self._held.service_held(svc.name))
 
     def _guarded(self, action: str, instant: str, result: PassResult, fn: Callable[[], T]) -> T | None:
         """Run one action: a typed failure is recorded (result, metrics, log, history) and the pass goes on. A

@@ -24,7 +24,7 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import TableLock
 from tableservice.locks.zookeeper import ZookeeperLockProvider
-from tableservice.service.daemon import lock_provider
+from tableservice.service.wiring import lock_provider
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import config_text, mor_table
 from tests.support.trip_tables import create_trip_table

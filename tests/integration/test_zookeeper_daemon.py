@@ -18,7 +18,8 @@ from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
 from tableservice.locks.zookeeper import ZookeeperLockProvider
-from tableservice.service.daemon import Daemon, lock_provider
+from tableservice.service.daemon import Daemon
+from tableservice.service.wiring import lock_provider
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import config_text, mor_table
 from tests.support.oracle import hudi_read
@@ -158,8 +159,8 @@ def test_killed_replica_action_is_completed_by_the_other_after_the_lease(
     import subprocess
     import sys
 
-    from tableservice.service.daemon import table_settings
     from tableservice.service.table_worker import TableWorker
+    from tableservice.service.wiring import table_settings
     from tests.support.oracle import assert_same_rows
 
     path = mor_table(tmp_path / "t", records=120_000, commits=3, max_file_records=15_000)
@@ -221,7 +222,7 @@ def test_a_table_lock_override_is_the_lock_its_worker_takes(tmp_path: Path, zk_s
     holds `<base>/orders_lock`, the daemon's worker for that table cannot take its table lock, and the other
     table's lock stays free."""
     from tableservice.errors import LockError
-    from tableservice.service.daemon import LockProviders
+    from tableservice.service.wiring import LockProviders
 
     a, b = mor_table(tmp_path / "a", records=50, commits=1, name="a"), mor_table(tmp_path / "b", records=50, commits=1)
     cfg = tmp_path / "c.yaml"

@@ -10,8 +10,8 @@ import pytest
 
 from tableservice.config import HttpSettings
 from tableservice.errors import ConfigError
-from tableservice.service.daemon import status_token
 from tableservice.service.http import log_exposure
+from tableservice.service.wiring import status_token
 from tests.service.test_http import get, make_daemon, running
 
 TOKEN = "s3cr3t-T0ken_value.42"

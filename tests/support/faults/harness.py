@@ -19,8 +19,8 @@ from typing import Any
 
 from tableservice.config import load_config
 from tableservice.errors import TableServiceError
-from tableservice.service.daemon import LockProviders, storage_options, table_settings
 from tableservice.service.table_worker import TableWorker
+from tableservice.service.wiring import LockProviders, storage_options, table_settings
 from tableservice.storage import Storage
 from tests.support.faults import crash_points
 from tests.support.faults.checks import Findings, check_table, data_files
