@@ -142,3 +142,22 @@ def test_missing_or_resized_base_file_is_refused(template: dict[int, Path], tmp_
 
     base.write_bytes(original)
     _check(str(path))
+
+
+def test_a_write_completed_after_the_plan_is_not_what_the_plan_had_to_see(
+    template: dict[int, Path], tmp_path: Path
+) -> None:
+    """Table version 9 (completion times): a write requested before the plan but completed after it may have written
+    a base file the plan could not see; the check reads only what completed before the plan's instant."""
+    path = _copy(template, 9, tmp_path)
+    table = HudiTable.open(Storage(), str(path))
+    timeline = table.timeline()
+    last = timeline.completed_writes().instants[-1]
+    assert last.completion_time is not None and last.requested_time < last.completion_time
+    written = {s.path for stats in (table.commit_metadata(last).partition_to_write_stats or {}).values() for s in stats}
+    between = str(int(last.completion_time) - 1)  # after the write was requested, before it completed
+    assert last.requested_time < between < last.completion_time
+    seen_before = CommittedFiles.of(table, timeline, before=between)
+    seen_after = CommittedFiles.of(table, timeline, before=last.completion_time + "1")
+    assert not written & (set(seen_before.base_files) | set(seen_before.log_ranges))
+    assert written <= set(seen_after.base_files) | set(seen_after.log_ranges)
