@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from tableservice.errors import TableServiceError, UnsupportedTableError
@@ -21,6 +22,7 @@ from tableservice.hudi.write.workload import (
     TRIP_SCHEMA,
     FollowUp,
     Workload,
+    WorkloadStep,
 )
 from tableservice.storage import Storage
 
@@ -105,14 +107,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         late_fraction=args.late_fraction,
         seed=args.seed,
     )
-    for step in workload.steps():
-        started = time.monotonic()
-        result = client.apply(step)
-        deletes = step.deletes.num_rows if step.deletes is not None else 0
-        print(
-            f"{result.action.value} {result.instant_time}: {step.operation.value} {step.records.num_rows} records"
-            f"{f', {deletes} deletes' if deletes else ''} in {time.monotonic() - started:.1f}s"
-        )
+    _apply(client, workload.steps())
     print(f"created {spec.table_type.value} table version {spec.version} at {args.uri}")
     return 0
 
@@ -142,6 +137,12 @@ def cmd_write(args: argparse.Namespace) -> int:
         steps = list(follow.steps(live.select(list(needed))))
     except ValueError as e:
         raise UnsupportedTableError(f"`write` adds generated trip records: {e}", table=table.label) from e
+    _apply(client, steps)
+    return 0
+
+
+def _apply(client: WriteClient, steps: Iterable[WorkloadStep]) -> None:
+    """Write each step as one commit; a line per commit."""
     for step in steps:
         started = time.monotonic()
         result = client.apply(step)
@@ -150,4 +151,3 @@ def cmd_write(args: argparse.Namespace) -> int:
             f"{result.action.value} {result.instant_time}: {step.operation.value} {step.records.num_rows} records"
             f"{f', {deletes} deletes' if deletes else ''} in {time.monotonic() - started:.1f}s"
         )
-    return 0

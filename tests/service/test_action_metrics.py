@@ -16,7 +16,6 @@ from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy
-from tableservice.hudi.write import handles
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.markers import heartbeat_path
 from tableservice.hudi.write.workload import Workload
@@ -29,6 +28,8 @@ from tableservice.service.protocol import ServiceSettings
 from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
+from tests.service.test_failed_writes import _failed_write as failed_write
+from tests.support.daemon_helpers import mor_table
 from tests.support.trip_tables import create_trip_table
 
 NAME = "metered"
@@ -95,26 +96,8 @@ def test_clean_and_archival_counters_equal_what_changed_on_storage(tmp_path: Pat
 
 
 def test_a_rolled_back_failed_write_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = str(tmp_path / "t")
-    create_trip_table(path, 9, TableType.MERGE_ON_READ, name=NAME)
-    client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=60))
-    steps = list(Workload(200, 4, 0.3, 0.03, partitions=2, seed=7).steps())
-    for step in steps[:3]:
-        client.apply(step)
-    real = handles.write_log_file
-    calls = {"n": 0}
-
-    def dying(*args: Any, **kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise OSError("writer killed (injected)")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(handles, "write_log_file", dying)
-    with pytest.raises(OSError, match="injected"):
-        client.apply(steps[3])
-    monkeypatch.undo()
-    failed = HudiTable.open(Storage(), path).timeline().pending().instants[0].requested_time
+    path = mor_table(tmp_path / "t", records=300, commits=4, max_file_records=60, name=NAME)
+    failed = failed_write(path, monkeypatch)
     beat = Path(heartbeat_path(path, failed))
     beat.parent.mkdir(parents=True, exist_ok=True)
     beat.touch()
@@ -138,7 +121,6 @@ def test_last_compaction_is_found_in_the_archive(tmp_path: Path) -> None:
     from tableservice.hudi.table.read import ReadOptions, read
     from tableservice.hudi.write.workload import FollowUp
     from tests.support.clean_helpers import complete_compaction, schedule_compaction
-    from tests.support.daemon_helpers import mor_table
 
     path = mor_table(tmp_path / "t", records=60, commits=2, name=NAME)
     compaction = schedule_compaction(path)

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tableservice.config import load_config
@@ -25,7 +24,7 @@ from tableservice.service.daemon import Daemon
 from tableservice.service.history import ActionOutcome
 from tableservice.service.protocol import ServiceSettings
 from tableservice.storage import Storage
-from tests.support.daemon_helpers import config_text, mor_table
+from tests.support.daemon_helpers import config_text, mor_table, run_until
 
 
 class _CountingStorage(Storage):
@@ -36,18 +35,6 @@ class _CountingStorage(Storage):
     def list(self, location: str, *, recursive: bool = False, temp_files: bool = False) -> list[Any]:
         self.lists.append(location)
         return super().list(location, recursive=recursive, temp_files=temp_files)
-
-
-def _run_until(daemon: Daemon, done: Any, timeout: float = 120) -> None:
-    async def scenario() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and not done():
-                await anyio.sleep(0.2)
-            daemon.request_stop()
-
-    anyio.run(scenario)
 
 
 @pytest.mark.spark
@@ -75,7 +62,7 @@ def test_idle_table_costs_one_listing_per_poll(metadata: bool, tmp_path: Path, s
                 settled.append(len(counting.lists))
         return len(polls) >= 9
 
-    _run_until(daemon, enough)
+    run_until(daemon, enough)
     # The first pass may plan (a clean is due on a table never cleaned; planning lists the table and finds
     # nothing to do); from then on, while nothing is written, each poll lists the timeline folder only.
     later = counting.lists[settled[0] :]
@@ -128,7 +115,7 @@ def test_permanent_errors_hold_back_the_action_or_quarantine_the_table_at_once(
         quarantined = statuses.get(broken) is not None and statuses[broken].health == "quarantined"
         return bool(good_done) and len(polls_after_hold) >= 4 and quarantined
 
-    _run_until(daemon, done, timeout=300)
+    run_until(daemon, done, timeout=300)
     statuses = {t.worker.status.uri: t.worker.status for t in daemon.tables.values()}
     # The bad plan failed once and is held back; the table goes on being polled and served, not backed off.
     assert [(h["action"], h["instant"]) for h in statuses[bad].held_back] == [("compaction", t)]
@@ -195,7 +182,7 @@ def test_config_change_adds_and_removes_tables_without_restart(tmp_path: Path, s
             broken_at.append(time.monotonic())
         return bool(broken_at) and time.monotonic() - broken_at[0] > 5
 
-    _run_until(daemon, step)
+    run_until(daemon, step)
     assert seen[0] == {first}
     assert seen[-1] == {second}
     assert set(daemon.tables) == {second}

@@ -4,11 +4,9 @@ table's other services and the other tables."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tableservice.config import load_config
@@ -16,19 +14,7 @@ from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
 from tableservice.service.daemon import Daemon
 from tableservice.storage import Storage
-from tests.support.daemon_helpers import config_text, mor_table, with_pending_compaction
-
-
-def _run_until(daemon: Daemon, done: Any, timeout: float = 180) -> None:
-    async def scenario() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and not done():
-                await anyio.sleep(0.2)
-            daemon.request_stop()
-
-    anyio.run(scenario)
+from tests.support.daemon_helpers import config_text, mor_table, run_until, with_pending_compaction
 
 
 def _files(path: str) -> dict[str, bytes]:
@@ -71,7 +57,7 @@ def test_damaged_input_quarantines_compaction_and_writes_nothing(tmp_path: Path,
                 passes[status.uri].append(status.last_poll or 0.0)
         return all(len(p) >= 3 for p in passes.values())
 
-    _run_until(daemon, done)
+    run_until(daemon, done)
     statuses = {t.worker.status.uri: t.worker.status for t in daemon.tables.values()}
 
     a = statuses[truncated_at]

@@ -76,3 +76,20 @@ def with_pending_compaction(path: Path, executor: object, **table: Any) -> tuple
     scheduled = schedule_compaction(ctx, CompactionPolicy(), force=True)
     assert scheduled is not None
     return location, ctx, scheduled
+
+
+def run_until(daemon: Any, done: Any, timeout: float = 120) -> None:
+    """Run `daemon` until `done()` holds (polled every 0.2 s) or `timeout` seconds pass, then stop it."""
+    import time
+
+    import anyio
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and not done():
+                await anyio.sleep(0.2)
+            daemon.request_stop()
+
+    anyio.run(scenario)
