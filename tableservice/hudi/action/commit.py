@@ -12,10 +12,13 @@ pending plan removed, or instants archived. Each goes through `commit`, which, i
 5. deletes the files of write stats a check left out;
 6. calls `update_metadata_table` with the change (instant, action, write stats): the one place where keeping the
    metadata table in step goes;
-7. writes the change to the timeline. The table then holds the timeline re-read in step 2 with the change
+7. checks the lock and the lease once more (the metadata-table update takes time; a lock lost meanwhile leaves the
+   metadata table's delta commit for an instant that never completes, which readers ignore and a rollback removes);
+8. writes the change to the timeline. The table then holds the timeline re-read in step 2 with the change
    applied where the change is known exactly (a completed instant), else it loads a fresh one when next asked.
 
-Nothing is written unless every step before it succeeded, so a failure leaves the timeline as it was.
+Nothing is written unless every step before it succeeded, so a failure leaves the timeline as it was. A lock lost
+only while it is released, after step 8, does not undo the change: it is logged, not raised.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar, runtime_checkable
 
+from tableservice.errors import LockLostError
 from tableservice.hudi.metadata.update import sync_metadata_table
 from tableservice.hudi.models import HoodieWriteStat, TimelineContent, encode_instant_content
 from tableservice.hudi.table.hudi_table import HudiTable
@@ -105,24 +109,42 @@ def commit(
     """Run the commit path (see the module docstring); returns what `write` returns. `write` receives the timeline
     re-read under the lock and the change with the write stats the checks kept (and, given `describe`, the
     completed instant's metadata made from them)."""
-    with (lock if lock is not None else no_lock)() as held:
-        latest = table.reload()
-        kept = change.write_stats
-        for check in checks:
-            kept = check(latest, kept)
-        if isinstance(held, Held):
-            held.check()
-        if lease is not None:
-            lease.check()
-        if len(kept) != len(change.write_stats):
-            _discard(table, change, kept)
-            change = replace(change, write_stats=kept)
-        if describe is not None:
-            change = replace(change, metadata=describe(kept))
-        update_metadata_table(table, latest, change)
-        done = write(latest, change)
-        table.forget_timeline(unless_replaced=latest)  # unless `write` applied its change to the held timeline
-        return done
+    written: list[T] = []
+    try:
+        with (lock if lock is not None else no_lock)() as held:
+            latest = table.reload()
+            kept = change.write_stats
+            for check in checks:
+                kept = check(latest, kept)
+            _still_held(held, lease)
+            if len(kept) != len(change.write_stats):
+                _discard(table, change, kept)
+                change = replace(change, write_stats=kept)
+            if describe is not None:
+                change = replace(change, metadata=describe(kept))
+            update_metadata_table(table, latest, change)
+            _still_held(held, lease)  # again right before the write: the metadata-table update takes time
+            written.append(write(latest, change))
+            table.forget_timeline(unless_replaced=latest)  # unless `write` applied its change to the held timeline
+    except LockLostError as e:
+        if not written:
+            raise
+        # The change is on the timeline: it was written while the lock was still held. Losing the lock while
+        # releasing it does not undo it, so the action is not reported as failed.
+        log.warning(
+            "the table lock was lost after the change was written (it stands): %s",
+            e,
+            extra={"table": table.label, "instant": change.instant_time},
+        )
+    return written[0]
+
+
+def _still_held(held: object, lease: Held | None) -> None:
+    """LockLostError unless the table lock (and the executor lease) are still held."""
+    if isinstance(held, Held):
+        held.check()
+    if lease is not None:
+        lease.check()
 
 
 def complete(

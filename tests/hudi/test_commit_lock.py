@@ -1,0 +1,78 @@
+"""The commit path checks the table lock again right before the write (the metadata-table update takes time), and a
+lock lost only while being released, after the write, does not turn a written change into a failure."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tableservice.errors import LockLostError
+from tableservice.hudi.action.commit import Change, ChangeKind, commit
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.active import Timeline
+from tableservice.storage import Storage
+from tests.support.daemon_helpers import mor_table
+
+
+class _Lock:
+    """A held lock that is lost on its `lost_at`-th check (0: never), or while being released (`lost_on_release`)."""
+
+    def __init__(self, lost_at: int = 0, lost_on_release: bool = False) -> None:
+        self.checks = 0
+        self.lost_at = lost_at
+        self.lost_on_release = lost_on_release
+
+    def check(self) -> None:
+        self.checks += 1
+        if self.checks == self.lost_at:
+            raise LockLostError("lock lost (injected)")
+
+    @contextmanager
+    def hold(self) -> Iterator[Any]:
+        yield self
+        if self.lost_on_release:
+            raise LockLostError("lock lost while releasing (injected)")
+
+
+def _write(marker: Path) -> Any:
+    def write(latest: Timeline, change: Change) -> str:
+        marker.write_text("written")
+        return "done"
+
+    return write
+
+
+@pytest.fixture()
+def table(tmp_path: Path) -> HudiTable:
+    return HudiTable.open(Storage(), mor_table(tmp_path / "t", records=20, commits=1))
+
+
+def test_a_lock_lost_before_the_write_writes_nothing(table: HudiTable, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    lock = _Lock(lost_at=2)  # the first check passes; the one right before the write finds it lost
+    with pytest.raises(LockLostError):
+        commit(table, Change(ChangeKind.ARCHIVE), _write(marker), lock=lock.hold)
+    assert lock.checks == 2 and not marker.exists()
+
+
+def test_a_lock_lost_while_releasing_after_the_write_is_logged(
+    table: HudiTable, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    marker = tmp_path / "marker"
+    lock = _Lock(lost_on_release=True)
+    with caplog.at_level(logging.WARNING):
+        assert commit(table, Change(ChangeKind.ARCHIVE), _write(marker), lock=lock.hold) == "done"
+    assert marker.read_text() == "written" and lock.checks == 2
+    assert any("lost after the change was written" in r.getMessage() for r in caplog.records)
+
+
+def test_a_held_lock_is_checked_twice(table: HudiTable, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    lock = _Lock()
+    assert commit(table, Change(ChangeKind.ARCHIVE), _write(marker), lock=lock.hold) == "done"
+    assert lock.checks == 2 and marker.read_text() == "written"
