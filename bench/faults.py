@@ -5,6 +5,8 @@ followed by a recovery pass and the checks of `tests/support/faults`; prints the
 
 `s3` runs the table on a moto server of its own behind the fault proxy; its trials take the fault kinds (reset,
 500, 503, timeout, cut) in turn, so `--trials 10` gives each kind two trials per service.
+`zk` runs the passes under the ZooKeeper lock of a ZooKeeper server of its own, killed (SIGKILL) or hung (SIGSTOP)
+in turn at a storage write (of the commit section or any, at random); needs Debian's ZooKeeper jars and a JDK.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 from bench.common import bench_dir
 from tests.support.faults.disk_and_damage import READERS, damage_trial, enospc_trial
@@ -23,6 +26,8 @@ from tests.support.faults.report import print_table
 from tests.support.faults.s3_faults import S3Env, s3_env, s3_trial
 from tests.support.faults.s3_proxy import KINDS
 from tests.support.faults.tables import SERVICES
+from tests.support.faults.zk_faults import SIGNALS, zk_trial
+from tests.support.zk.server import ZooKeeperServer
 
 FAULTS: dict[str, Callable[[Harness, str], TrialResult]] = {
     "kill": Harness.kill_trial,
@@ -31,6 +36,33 @@ FAULTS: dict[str, Callable[[Harness, str], TrialResult]] = {
 }
 S3 = "s3"  # needs the moto server and the proxy: see `_s3_trials`
 S3_SERVICES = ("clean", "archival", "rollback", "metadata", "compaction")
+ZK = "zk"  # needs a ZooKeeper server: see `_zk_trials`
+ZK_SERVICES = ("clean", "archival", "rollback", "metadata")
+
+
+def _zk_trials(server: ZooKeeperServer) -> Iterator[Callable[[Harness, str], TrialResult]]:
+    """The ZooKeeper trials of one cell, the signals in turn."""
+
+    def of_signal(name: str) -> Callable[[Harness, str], TrialResult]:
+        def trial(h: Harness, service: str) -> TrialResult:
+            return zk_trial(h, server, service, name)
+
+        return trial
+
+    n = 0
+    while True:
+        yield of_signal(SIGNALS[n % len(SIGNALS)])
+        n += 1
+
+
+@contextmanager
+def _zk_server(folder: Path) -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer(folder)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _s3_trials(env: S3Env) -> Iterator[Callable[[Harness, str], TrialResult]]:
@@ -52,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.faults")
     parser.add_argument("--trials", type=int, default=100, help="trials per service and fault class")
     parser.add_argument("--services", default=",".join(SERVICES))
-    parser.add_argument("--faults", default=",".join([*FAULTS, S3]))
+    parser.add_argument("--faults", default=",".join([*FAULTS, S3, ZK]))
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     root = bench_dir("faults")
@@ -62,12 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         executor = stack.enter_context(lazy_executor())
         env = stack.enter_context(s3_env()) if S3 in faults else None
+        zk = stack.enter_context(_zk_server(root / "zookeeper")) if ZK in faults else None
         harness = Harness(root, executor, seed=args.seed)
         for service in args.services.split(","):
             for fault in faults:
-                if (fault == "damage" and service not in READERS) or (fault == S3 and service not in S3_SERVICES):
+                if (
+                    (fault == "damage" and service not in READERS)
+                    or (fault == S3 and service not in S3_SERVICES)
+                    or (fault == ZK and service not in ZK_SERVICES)
+                ):
                     continue
                 trials = _s3_trials(env) if env is not None and fault == S3 else None
+                trials = _zk_trials(zk) if zk is not None and fault == ZK else trials
                 for _ in range(args.trials):
                     trial = next(trials) if trials is not None else FAULTS[fault]
                     result = trial(harness, service)

@@ -16,6 +16,9 @@ COUNTER = "TABLESERVICE_FAULT_COUNTER"
 KILL_AT = "TABLESERVICE_FAULT_KILL_AT"
 KILL_MODE = "TABLESERVICE_FAULT_KILL_MODE"
 KILL_DELAY_MS = "TABLESERVICE_FAULT_KILL_DELAY_MS"
+ZK_PID = "TABLESERVICE_FAULT_ZK_PID"  # mode `zk`: the ZooKeeper server's pid
+ZK_SIGNAL = "TABLESERVICE_FAULT_ZK_SIGNAL"  # mode `zk`: KILL (the server stops) or STOP (it hangs)
+ZK_MODE = "zk"
 GROUP = "TABLESERVICE_FAULT_GROUP"  # the pass's process group, set by its first process for those it starts
 COUNTED = ("write_bytes", "create_if_absent", "open_output_stream", "delete", "delete_dir", "rename")
 
@@ -50,6 +53,14 @@ def kill_group() -> None:
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
+def signal_zookeeper(counter: str, number: int) -> None:
+    """Mode `zk`: SIGKILL or SIGSTOP to the ZooKeeper server; `<counter>.zk` records the write it happened at."""
+    name = os.environ.get(ZK_SIGNAL, "KILL")
+    os.kill(int(os.environ[ZK_PID]), signal.SIGSTOP if name == "STOP" else signal.SIGKILL)
+    with open(counter + ".zk", "w") as marker:
+        marker.write(f"{number} {name}\n")
+
+
 def _torn_write(location: str, data: bytes) -> None:
     """What `Storage.write_bytes` leaves on local disk when it dies between writing its temp file and renaming it."""
     if "://" in location and not location.startswith("file:"):
@@ -75,9 +86,12 @@ def install() -> None:
         def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
             number = next_number(counter)
             with open(counter + ".trace", "a") as trace:
-                trace.write(f"{number} {os.getpid()} {name} {args[0] if args else ''}\n")
+                trace.write(f"{number} {os.getpid()} {time.time():.3f} {name} {args[0] if args else ''}\n")
             if number != kill_at:
                 return real(self, *args, **kwargs)
+            if mode == ZK_MODE:
+                signal_zookeeper(counter, number)
+                return real(self, *args, **kwargs)  # the pass goes on without its ZooKeeper server
             if mode == "torn" and name in ("write_bytes", "create_if_absent"):
                 _torn_write(args[0], args[1])
                 kill_group()

@@ -45,6 +45,7 @@ class TrialResult:
     unchanged: bool | None = None  # damaged files: every other file byte-identical after the trial
     expected_error: bool | None = None  # damaged files: the action stopped with a PermanentError
     typed: bool | None = None  # S3 and ZooKeeper faults: the pass succeeded or stopped with a typed error
+    late_commits: list[str] = field(default_factory=list)  # ZooKeeper: completed instants written after lock loss
 
     @property
     def recovered(self) -> bool:
@@ -74,6 +75,7 @@ class Harness:
     templates: dict[str, Template] = field(default_factory=dict)
     template_files: dict[str, set[str]] = field(default_factory=dict)
     calibration: dict[str, int] = field(default_factory=dict)
+    traces: dict[str, list[Any]] = field(default_factory=dict)  # the storage writes of a calibration pass
     results: list[TrialResult] = field(default_factory=list)
     _serial: int = 0
 

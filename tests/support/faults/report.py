@@ -1,6 +1,6 @@
 """The table the fault runs print: per service and fault class, trials, faults that fired, rows lost, duplicated
 and changed, clean recoveries, leftovers, (damaged files) errors that named the file and (S3 faults) passes that
-ended in an untyped error."""
+ended in an untyped error, (ZooKeeper) passes that wrote a completed instant after their lock was marked lost."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ HEADER = (
     "rec.err",
     "named",
     "untyped",
+    "late",
 )
 
 
@@ -53,6 +54,7 @@ def rows(results: Sequence[TrialResult]) -> list[tuple[str, ...]]:
                 str(sum(r.recovery_error is not None for r in group)),
                 f"{sum(named)}/{len(named)}" if named else "-",
                 str(sum(r.typed is False for r in group)),
+                str(sum(bool(r.late_commits) for r in group)),
             )
         )
     return out
@@ -76,3 +78,5 @@ def print_table(results: Sequence[TrialResult]) -> None:
     for r in results:
         if not r.ok:
             print(f"  {'NOT RECOVERED' if not r.recovered else 'UNTYPED ERROR'}: {r.describe()}")
+        elif r.late_commits:
+            print(f"  COMPLETED AFTER THE LOCK WAS MARKED LOST: {r.describe()}")

@@ -8,7 +8,9 @@ lock). With `TABLESERVICE_FAULT_KILL_AT=N` the process group is killed with SIGK
 - `torn`: a whole-file write or create has put its temp file (`.tmp-*`) beside the target but not yet renamed or
   linked it, as a crash inside `Storage.write_bytes` or `create_if_absent` leaves it (other writes: as `before`);
 - `after`: after the write, plus `TABLESERVICE_FAULT_KILL_DELAY_MS` (the process runs on meanwhile: streams are
-  half-written, Spark tasks are mid-way).
+  half-written, Spark tasks are mid-way);
+- `zk`: the ZooKeeper server (pid in `TABLESERVICE_FAULT_ZK_PID`) gets SIGKILL (`TABLESERVICE_FAULT_ZK_SIGNAL=KILL`,
+  the server stops) or SIGSTOP (`STOP`, a hung server: sessions expire) before the write, and the pass goes on.
 Without the variables nothing is patched.
 """
 
