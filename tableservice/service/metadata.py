@@ -13,6 +13,7 @@ execution: `schedule` names the metadata table's newest instant and `execute` de
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tableservice.hudi.action.archival import archive
@@ -93,9 +94,14 @@ class MetadataService(ServiceBase[MetadataPolicy]):
         return "metadata"
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
-        with ctx.lock_factory()():
-            lease.check()
-            done = maintain_metadata_table(ctx.table, self.settings.policy)
+        with ctx.locked() as held:
+
+            def still_held() -> None:  # before each write that completes a step (the commit path's last check)
+                held.check()
+                lease.check()
+
+            still_held()
+            done = maintain_metadata_table(ctx.table, self.settings.policy, still_held=still_held)
         return Outcome(self.name, instant, done)
 
 
@@ -125,20 +131,26 @@ def _clean_due(timeline: Timeline, retained: int) -> bool:
     return len(after) >= retained
 
 
-def maintain_metadata_table(table: HudiTable, policy: MetadataPolicy) -> MetadataMaintenance:
-    """Compact, clean and archive the metadata table as due. Call under the data table's lock."""
+def maintain_metadata_table(
+    table: HudiTable, policy: MetadataPolicy, *, still_held: Callable[[], None] = lambda: None
+) -> MetadataMaintenance:
+    """Compact, clean and archive the metadata table as due. Call under the data table's lock; `still_held` raises
+    LockLostError when that lock (or the executor lease) is lost: it is called right before each step's final
+    write, so a lost lock leaves the step pending (resumed or rolled back by the next pass)."""
     timeline = table.reload()
     mdt = MetadataTable.open(table, timeline)
     if mdt is None:
         return MetadataMaintenance()
-    compaction = compact_metadata_table(mdt, policy.compact_max_delta_commits)
+    compaction = compact_metadata_table(mdt, policy.compact_max_delta_commits, before_commit=still_held)
     mdt_table = mdt.mdt
     clean = None
     mdt_timeline = mdt_table.reload()
     if _clean_due(mdt_timeline, policy.cleaner_commits_retained):
+        still_held()
         clean = _clean(mdt_table, mdt_timeline, policy)
     archived: tuple[Instant, ...] = ()
     if len(mdt_table.reload().completed()) > policy.keep_max_commits:
+        still_held()
         archived = tuple(archive(mdt_table, _MetadataArchival(policy, timeline)))
     return MetadataMaintenance(compaction, clean, archived)
 

@@ -76,3 +76,30 @@ def test_a_held_lock_is_checked_twice(table: HudiTable, tmp_path: Path) -> None:
     lock = _Lock()
     assert commit(table, Change(ChangeKind.ARCHIVE), _write(marker), lock=lock.hold) == "done"
     assert lock.checks == 2 and marker.read_text() == "written"
+
+
+def test_a_metadata_compaction_stops_before_its_commit_when_the_lock_is_lost(tmp_path: Path) -> None:
+    """The metadata service's last check runs right before the metadata compaction's completed instant: a lost lock
+    leaves the compaction inflight (the next pass completes it), nothing completed."""
+    from tableservice.hudi.metadata.compaction import compact_metadata_table
+    from tableservice.hudi.metadata.initialize import initialize_metadata_table
+    from tableservice.hudi.metadata.reader import MetadataTable
+
+    path = mor_table(tmp_path / "m", records=40, commits=1)
+    table = HudiTable.open(Storage(), path)
+    initialize_metadata_table(table, ("files",))
+    table = HudiTable.open(Storage(), path)  # hoodie.properties now lists the metadata table
+    mdt = MetadataTable.open(table, table.reload())
+    assert mdt is not None
+    completed_before = {i.requested_time for i in mdt.mdt_timeline.completed()}
+
+    def lost() -> None:
+        raise LockLostError("lock lost (injected)")
+
+    with pytest.raises(LockLostError):
+        compact_metadata_table(mdt, max_delta_commits=0, before_commit=lost)
+    timeline = HudiTable.open(Storage(), mdt.mdt.base_path).timeline()
+    assert {i.requested_time for i in timeline.completed()} == completed_before
+    (pending,) = timeline.pending_compactions().instants
+    done = compact_metadata_table(MetadataTable.open(table, table.reload()), max_delta_commits=0)  # type: ignore[arg-type]
+    assert done is not None and done.requested_time == pending.requested_time and done.is_completed

@@ -24,6 +24,7 @@ import io
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -117,9 +118,15 @@ def _instant_time(mdt: MetadataTable) -> str:
     return mdt.mdt.active.new_instant_time(mdt.mdt_timeline)
 
 
-def compact_metadata_table(mdt: MetadataTable, max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS) -> Instant | None:
+def compact_metadata_table(
+    mdt: MetadataTable,
+    max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS,
+    *,
+    before_commit: Callable[[], None] = lambda: None,
+) -> Instant | None:
     """Run a pending metadata compaction, or schedule and run one when due; the completed instant, else None.
-    `mdt`'s timeline is current: the metadata table changes only under the data table's lock, held by the caller."""
+    `mdt`'s timeline is current: the metadata table changes only under the data table's lock, held by the caller;
+    `before_commit` runs right before the completed instant is written (it raises when that lock is lost)."""
     table = mdt.mdt
     pending = list(mdt.mdt_timeline.pending_compactions())
     if pending:
@@ -134,7 +141,7 @@ def compact_metadata_table(mdt: MetadataTable, max_delta_commits: int = DEFAULT_
         instant = table.active.create_requested(
             decision.instant_time, Action.COMPACTION, encode_compaction_plan(plan, table_version=table.config.version)
         )
-    return _execute(mdt, instant, plan)
+    return _execute(mdt, instant, plan, before_commit)
 
 
 def _plan(mdt: MetadataTable, t: str) -> HoodieCompactionPlan:
@@ -166,7 +173,9 @@ def _inputs(mdt: MetadataTable, file_slice: FileSlice, t: str) -> FileSlice:
     return replace(file_slice, log_files=logs)
 
 
-def _execute(mdt: MetadataTable, instant: Instant, plan: HoodieCompactionPlan) -> Instant:
+def _execute(
+    mdt: MetadataTable, instant: Instant, plan: HoodieCompactionPlan, before_commit: Callable[[], None]
+) -> Instant:
     table = mdt.mdt
     t = instant.requested_time
     started = time.monotonic()
@@ -196,9 +205,10 @@ def _execute(mdt: MetadataTable, instant: Instant, plan: HoodieCompactionPlan) -
         extra_metadata={"schema": schema_json},
         operation_type="COMPACT",
     )
-    done = table.active.transition_to_completed(
-        inflight, encode_commit_metadata(metadata, table_version=table.config.version), timeline=table.reload()
-    )
+    data = encode_commit_metadata(metadata, table_version=table.config.version)
+    latest = table.reload()
+    before_commit()
+    done = table.active.transition_to_completed(inflight, data, timeline=latest)
     log.info(
         "metadata table: compacted %d file groups in %.2f s",
         sum(len(s) for s in stats.values()),
