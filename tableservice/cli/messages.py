@@ -49,3 +49,8 @@ def describe(error: TableServiceError) -> str:
     kind = next((words for cls, words in _KINDS if isinstance(error, cls)), "error")
     hint = " (this may pass on a later try)" if error.retryable and not isinstance(error, LeaseHeldError) else ""
     return f"{kind}: {error}{hint}"
+
+
+def kind_class(words: str) -> type[TableServiceError] | None:
+    """The error class `describe` words as `words` (for tools that read the command line's output)."""
+    return next((cls for cls, kind in _KINDS if kind == words), None)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tableservice import errors
+from tableservice.cli.messages import kind_class
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.storage import Storage
 from tests.support.faults.checks import Findings, data_files
@@ -96,12 +97,12 @@ def damage(victim: Path, kind: str, rng_int: object) -> None:
 
 
 def _error_class(line: str) -> type[BaseException] | None:
-    """The error class a pass printed (`... failed: ClassName: message`)."""
-    for word in line.replace(":", " ").split():
-        cls = getattr(errors, word, None)
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            return cls
-    return None
+    """The error class a pass printed: `... failed: <kind>: message`, the kind in the words of
+    `tableservice.cli.messages.describe`."""
+    _, sep, rest = line.partition(" failed: ")
+    if not sep:
+        _, sep, rest = line.partition(": error: ")
+    return kind_class(rest.split(": ", 1)[0]) if sep else None
 
 
 def damage_trial(h: Harness, service: str) -> TrialResult:
