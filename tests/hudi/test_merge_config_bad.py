@@ -55,6 +55,6 @@ def test_a_merge_configuration_the_daemon_cannot_apply_gets_no_plan(
     cfg.write_text(config_text([path], max_delta_commits=1))
     assert main(["once", "--config", str(cfg)]) == 1
     err_text = capsys.readouterr().err
-    assert "UnsupportedTableError" in err_text and "no-such-merger-registered" in err_text
+    assert "error: not supported: " in err_text and "no-such-merger-registered" in err_text
     assert "hoodie.properties" in err_text
     assert [(i.requested_time, i.state) for i in HudiTable.open(Storage(), path).timeline()] == before
