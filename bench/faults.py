@@ -12,10 +12,12 @@ in turn at a storage write (of the commit section or any, at random); needs Debi
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -40,19 +42,21 @@ ZK = "zk"  # needs a ZooKeeper server: see `_zk_trials`
 ZK_SERVICES = ("clean", "archival", "rollback", "metadata")
 
 
+def _in_turn(
+    kinds: Sequence[str], trial: Callable[[Harness, str, str], TrialResult]
+) -> Iterator[Callable[[Harness, str], TrialResult]]:
+    """The trials of one cell: `trial(harness, service, kind)` with the kinds in turn."""
+    for kind in itertools.cycle(kinds):
+        yield functools.partial(_with_kind, trial, kind)
+
+
+def _with_kind(trial: Callable[[Harness, str, str], TrialResult], kind: str, h: Harness, service: str) -> TrialResult:
+    return trial(h, service, kind)
+
+
 def _zk_trials(server: ZooKeeperServer) -> Iterator[Callable[[Harness, str], TrialResult]]:
     """The ZooKeeper trials of one cell, the signals in turn."""
-
-    def of_signal(name: str) -> Callable[[Harness, str], TrialResult]:
-        def trial(h: Harness, service: str) -> TrialResult:
-            return zk_trial(h, server, service, name)
-
-        return trial
-
-    n = 0
-    while True:
-        yield of_signal(SIGNALS[n % len(SIGNALS)])
-        n += 1
+    return _in_turn(SIGNALS, lambda h, service, name: zk_trial(h, server, service, name))
 
 
 @contextmanager
@@ -67,17 +71,7 @@ def _zk_server(folder: Path) -> Iterator[ZooKeeperServer]:
 
 def _s3_trials(env: S3Env) -> Iterator[Callable[[Harness, str], TrialResult]]:
     """The S3 trials of one cell, the fault kinds in turn."""
-
-    def of_kind(kind: str) -> Callable[[Harness, str], TrialResult]:
-        def trial(h: Harness, service: str) -> TrialResult:
-            return s3_trial(h, env, service, kind)
-
-        return trial
-
-    n = 0
-    while True:
-        yield of_kind(KINDS[n % len(KINDS)])
-        n += 1
+    return _in_turn(KINDS, lambda h, service, kind: s3_trial(h, env, service, kind))
 
 
 def main(argv: list[str] | None = None) -> int:
