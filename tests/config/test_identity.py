@@ -42,10 +42,17 @@ def test_duplicates_are_refused_with_both_uris() -> None:
     assert [(e.uri, e.name) for e in named] == [("/c", "trips")]
     assert [(c.name, c.uri, c.other) for c in clashes] == [("trips", "/a", "/c"), ("trips", "/b", "/c")]
     assert "/a" in str(clashes[0]) and "/c" in str(clashes[0]) and "`name`" in str(clashes[0])
-    # a table served now keeps its name against one discovered later
-    named, clashes = named_tables([_entry("/a"), _entry("/b")], read, taken={"trips": "/b"})
+    # a table served now keeps its name against one discovered later, and its hoodie.properties is not read again
+    reads: list[str] = []
+
+    def counted(uri: str) -> str | None:
+        reads.append(uri)
+        return read(uri)
+
+    named, clashes = named_tables([_entry("/a"), _entry("/b")], counted, taken={"trips": "/b"})
     assert [(e.uri, e.name) for e in named] == [("/b", "trips")]
     assert [(c.uri, c.other) for c in clashes] == [("/a", "/b")]
+    assert reads == ["/a"]
 
 
 def _config(tmp_path: Path, tables: list[tuple[str, str | None]]) -> Path:
