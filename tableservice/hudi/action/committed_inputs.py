@@ -20,7 +20,7 @@ table, the file and the instant that committed it; nothing has been written at t
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,7 +31,7 @@ from tableservice.hudi.file_group.log_format.reader import iter_log_blocks
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
-from tableservice.storage import join
+from tableservice.storage import FileInfo, join
 
 
 class InputSlice(Protocol):
@@ -103,24 +103,34 @@ def check_committed_inputs(
     before: str | None = None,
     full: bool = True,
     committed: CommittedFiles | None = None,
+    listing: Mapping[str, Sequence[FileInfo]] | None = None,
 ) -> None:
     """Raise DamagedInputError when a (partition, slice) an action is about to rewrite misses committed data (module
     docstring). `before`: the action's instant (base files written from it on are not the slices' concern). With
-    `full`, log files are also read block by block; without, only sizes from one listing per partition count."""
+    `full`, log files are also read block by block; without, only sizes from one listing per partition count.
+    `listing`: a storage listing by partition the caller already made (sizes are taken from it, nothing listed)."""
     pairs = list(slices)
     if not pairs:
         return
     known = committed if committed is not None else CommittedFiles.of(table, timeline, before)
-    sizes = _sizes(table, {p for p, _ in pairs})
+    sizes = _sizes(table, {p for p, _ in pairs}, listing)
     for partition, s in pairs:
         _check_slice(table, known, sizes, partition, s, full)
 
 
-def _sizes(table: HudiTable, partitions: Iterable[str]) -> dict[str, int]:
-    """Sizes of the files in `partitions`, by path relative to the base path: one listing each."""
+def _sizes(
+    table: HudiTable, partitions: Iterable[str], listing: Mapping[str, Sequence[FileInfo]] | None
+) -> dict[str, int]:
+    """Sizes of the files in `partitions` (from `listing`, else one listing each), by path relative to the base
+    path: what storage holds, never what the metadata table says it should."""
     out: dict[str, int] = {}
     for partition in partitions:
-        for fi in table.storage.list(partition_location(table.base_path, partition)):
+        files = (
+            listing.get(partition, ())
+            if listing is not None
+            else table.storage.list(partition_location(table.base_path, partition))
+        )
+        for fi in files:
             if not fi.is_dir:
                 out[f"{partition}/{fi.name}" if partition else fi.name] = fi.size
     return out

@@ -191,9 +191,10 @@ def _check_inputs(table: HudiTable) -> None:
     if upto is None:
         return
     as_of = timeline.at_or_before(upto)
-    view = table.file_system_view(timeline=as_of, listing=table.list_storage_files())
+    listing = table.list_storage_files()
+    view = table.file_system_view(timeline=as_of, listing=listing)
     slices = [CompactionInput.of(s) for s in view.latest_merged_slices()]
-    check_committed_inputs(table, as_of, [(s.partition, s) for s in slices])
+    check_committed_inputs(table, as_of, [(s.partition, s) for s in slices], listing=listing)
 
 
 def _definitions(table: HudiTable) -> dict[str, dict[str, object]] | None:
