@@ -11,6 +11,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from tableservice.executors.spark import SparkExecutor, SparkSettings
+from tableservice.hudi.models import decode_clean_metadata
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy
@@ -131,8 +132,14 @@ def test_an_action_completes_when_its_history_cannot_be_written(tmp_path: Path) 
     files_before = _data_files(path)
     result = _worker(path, history, metrics, clean=ServiceSettings(CleanPolicy.from_mapping(RETAIN_3))).run_pass()
     assert not result.failed and len(result.cleaned) == 1
-    assert len(_data_files(path)) < len(files_before)
+    after = _data_files(path)
+    gone = {f: size for f, size in files_before.items() if f not in after}
+    table = HudiTable.open(Storage(), path)
+    done = table.timeline().get(result.cleaned[0])
+    assert done is not None
+    md = decode_clean_metadata(table.storage.read_bytes(table.active.path_of(done)), path="clean")
+    planned = {f"{p}/{f}" for p, m in md.partition_metadata.items() for f in m.success_delete_files}
+    assert gone and set(gone) == planned  # the clean ran in full: exactly the files its metadata names are gone
     assert registry.get_sample_value("tableservice_history_write_failures_total") == 1
-    assert registry.get_sample_value("tableservice_cleaned_files_total", {"table": NAME}) == len(files_before) - len(
-        _data_files(path)
-    )
+    assert registry.get_sample_value("tableservice_cleaned_files_total", {"table": NAME}) == len(planned)
+    assert registry.get_sample_value("tableservice_cleaned_bytes_total", {"table": NAME}) == sum(gone.values())
