@@ -105,10 +105,24 @@ def render(document: dict[str, Any], *, as_json: bool) -> int:
         for p in t.get("pending") or []:
             print(f"  pending {p['action']} {p['instant']} ({p['state']}, {float(p['age_seconds']):.0f}s old)")
         print(f"  last compaction {t.get('last_compaction') or '-'}")
+        for service, due in sorted((t.get("due") or {}).items()):
+            print(f"  {service}: {_when(due)}")
     if unhealthy:
         names = ", ".join(str(t.get("name")) for t in unhealthy)
         print(f"{len(unhealthy)} of {len(tables)} tables not healthy: {names}", file=sys.stderr)
     return 1 if unhealthy else 0
+
+
+def _when(due: dict[str, Any]) -> str:
+    """When a service next plans: now, at the moment its time trigger fires, or when new commits make it due."""
+    reason = str(due.get("reason") or "")
+    if due.get("due"):
+        return f"due now ({reason.removeprefix('due: ')})"
+    if due.get("next_due_at"):
+        return (
+            f"next due at {due['next_due_at']} unless commits make it due sooner ({reason.removeprefix('not due: ')})"
+        )
+    return reason
 
 
 def add_arguments(status: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ from tableservice.hudi.table.hudi_table import TableSnapshot
 from tableservice.hudi.timeline.instant import Instant
 from tableservice.locks import LockHandle
 from tableservice.planning.archival import ArchivalPolicy
+from tableservice.planning.due import Due
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase
 
@@ -20,8 +21,12 @@ class ArchivalService(ServiceBase[ArchivalPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return []
 
-    def due(self, snapshot: TableSnapshot) -> bool:
-        return len(snapshot.timeline.completed_writes()) > self.settings.policy.max_commits
+    def due(self, snapshot: TableSnapshot) -> Due:
+        count, most = len(snapshot.timeline.completed_writes()), self.settings.policy.max_commits
+        verdict = "due" if count > most else "not due"
+        return Due(
+            count > most, f"{verdict}: {count} completed commits on the active timeline, hoodie.keep.max.commits={most}"
+        )
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         """The newest instant the policy would archive now, or None when its bounds hold everything back."""

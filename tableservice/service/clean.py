@@ -9,6 +9,7 @@ from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockHandle
 from tableservice.planning.clean.plan import CleanPlanner, clean_due
 from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.planning.due import Due
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase
 
@@ -19,10 +20,8 @@ class CleanService(ServiceBase[CleanPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return list(snapshot.timeline.pending_of(Action.CLEAN))
 
-    def due(self, snapshot: TableSnapshot) -> bool:
-        if not self.settings.policy.enabled:
-            return False
-        return clean_due(snapshot.table, snapshot.timeline, self.settings.policy)[0]
+    def due(self, snapshot: TableSnapshot) -> Due:
+        return Due.of(clean_due(snapshot.table, snapshot.timeline, self.settings.policy))
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         return schedule_clean(ctx.table, CleanPlanner(self.settings.policy), lock=ctx.lock_factory(), force=True)

@@ -33,6 +33,7 @@ from tableservice.planning.clustering.plan import clustering_action, encode_requ
 from tableservice.planning.clustering.policy import ClusteringPolicy, LayoutOptimizationStrategy
 from tableservice.planning.clustering.trigger import clustering_due
 from tableservice.planning.clustering.validate import validate_clustering_plan
+from tableservice.planning.due import Due
 from tableservice.service.actions import TableContext, pending_plan, run_plan
 from tableservice.service.protocol import Outcome, ServiceBase
 
@@ -199,10 +200,8 @@ class ClusteringService(ServiceBase[ClusteringPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return pending_clustering(snapshot.table, snapshot.timeline)
 
-    def due(self, snapshot: TableSnapshot) -> bool:
-        if not self.settings.policy.enabled:
-            return False
-        return clustering_due(snapshot.table, snapshot.timeline, self.settings.policy)[0]
+    def due(self, snapshot: TableSnapshot) -> Due:
+        return Due.of(clustering_due(snapshot.table, snapshot.timeline, self.settings.policy))
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         return schedule_clustering(ctx, self.settings.policy, force=True)

@@ -29,6 +29,7 @@ from tableservice.planning.compaction.plan import CompactionBlockedError, plan_c
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.planning.compaction.trigger import CompactionTableState, DueDecision, compaction_due
 from tableservice.planning.compaction.validate import validate_compaction_plan
+from tableservice.planning.due import Due
 from tableservice.service.actions import (
     TableContext,
     pending_plan,
@@ -187,11 +188,12 @@ class CompactionService(ServiceBase[CompactionPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return list(snapshot.timeline.pending_compactions())
 
-    def due(self, snapshot: TableSnapshot) -> bool:
+    def due(self, snapshot: TableSnapshot) -> Due:
         if not self.settings.policy.enabled:
-            return False
+            return Due(False, "compaction scheduling is disabled (tableservice.compaction.enabled=false)")
         state = CompactionTableState.of(snapshot.table, self.settings.policy, timeline=snapshot.timeline)
-        return compaction_due(state, self.settings.policy, datetime.now(UTC)).due
+        decision = compaction_due(state, self.settings.policy, datetime.now(UTC))
+        return Due(decision.due, decision.reason, decision.next_due_at)
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         try:

@@ -24,6 +24,7 @@ from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.table.read import read_schema
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockHandle
+from tableservice.planning.due import Due
 from tableservice.planning.indexing.policy import COLUMN_STATS, IndexingPolicy, missing
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase, ServiceSettings
@@ -41,8 +42,11 @@ class IndexingService(ServiceBase[IndexingPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return list(snapshot.timeline.pending_of(Action.INDEXING))
 
-    def due(self, snapshot: TableSnapshot) -> bool:
-        return bool(self._missing(snapshot.table, snapshot))
+    def due(self, snapshot: TableSnapshot) -> Due:
+        todo = self._missing(snapshot.table, snapshot)
+        if todo:
+            return Due(True, f"due: indexes the policy wants are missing: {', '.join(todo)}")
+        return Due(False, "not due: every index the policy wants is built or planned")
 
     def _missing(self, table: HudiTable, snapshot: TableSnapshot) -> list[str]:
         config = snapshot.config

@@ -29,6 +29,7 @@ from tableservice.locks import LockHandle
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.plan import CleanPlanner
 from tableservice.planning.clean.policy import CleanPolicy
+from tableservice.planning.due import Due
 from tableservice.planning.metadata.policy import MetadataPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase, ServiceSettings
@@ -69,19 +70,20 @@ class MetadataService(ServiceBase[MetadataPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return []
 
-    def due(self, snapshot: TableSnapshot) -> bool:
+    def due(self, snapshot: TableSnapshot) -> Due:
         """Asked on every poll: the metadata table changes only with the data table's commits, so it is opened (a
         listing of its timeline) only when the data timeline changed since it was last found not due."""
         mark = snapshot.timeline.mark()
         if self._not_due_at.get(snapshot.table.base_path) == mark:
-            return False
+            return Due(False, "not due: no data commit since the metadata table was last found in order")
         mdt = MetadataTable.open(snapshot.table, snapshot.timeline)
-        due = mdt is not None and bool(_due(mdt, self.settings.policy))
-        if due:
+        found = _due(mdt, self.settings.policy) if mdt is not None else None
+        if found:
             self._not_due_at.pop(snapshot.table.base_path, None)
-        else:
-            self._not_due_at[snapshot.table.base_path] = mark
-        return due
+            steps = [n for n in ("compaction", "clean", "archival") if getattr(found, n)]
+            return Due(True, f"due: the metadata table needs {', '.join(steps)}")
+        self._not_due_at[snapshot.table.base_path] = mark
+        return Due(False, "not due: the metadata table needs no compaction, clean or archival")
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         table = ctx.table

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from tableservice.hudi.table.hudi_table import TableSnapshot
 from tableservice.hudi.timeline.instant import Instant
 from tableservice.locks import LockHandle
+from tableservice.planning.due import Due
 from tableservice.service.actions import TableContext
 
 P = TypeVar("P")
@@ -87,8 +88,9 @@ class TableService(Protocol):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         """Instants to execute now, oldest first."""
 
-    def due(self, snapshot: TableSnapshot) -> bool:
-        """Whether the policy says a new action should be scheduled (no listing beyond what the trigger needs)."""
+    def due(self, snapshot: TableSnapshot) -> Due:
+        """Whether the policy says a new action should be scheduled, why, and when a time trigger next fires (no
+        listing beyond what the trigger needs)."""
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         """Plan a new action under the table lock; None when there is nothing to do."""

@@ -12,6 +12,7 @@ from tableservice.hudi.table.hudi_table import TableSnapshot
 from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy, failed_writes
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockHandle
+from tableservice.planning.due import Due
 from tableservice.service.actions import TableContext
 from tableservice.service.protocol import Outcome, ServiceBase
 
@@ -40,8 +41,8 @@ class RollbackService(ServiceBase[FailedWritesSettings]):
         )
         return list(snapshot.timeline.pending_of(Action.ROLLBACK)) + failed
 
-    def due(self, snapshot: TableSnapshot) -> bool:
-        return False
+    def due(self, snapshot: TableSnapshot) -> Due:
+        return Due(False, "never plans: rolls back the failed writes each poll finds")
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         return None

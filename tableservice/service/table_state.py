@@ -109,6 +109,8 @@ class TableStatus:
     quarantined_services: dict[str, dict[str, object]] = field(default_factory=dict)
     paused: bool = False  # an operator paused the table: polled, no action runs
     paused_reason: str | None = None
+    # service -> {due, reason, next_due_at}: what the last poll's trigger check found
+    due: dict[str, dict[str, object]] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(self, **fields: object) -> None:
@@ -119,12 +121,20 @@ class TableStatus:
                     raise AttributeError(f"TableStatus has no field {name!r}")
                 setattr(self, name, value)
 
+    def guard(self) -> threading.Lock:
+        """The lock `update` and `to_json` take, for changing a field's contents in place."""
+        return self._guard
+
     def set_health(self, health: TableHealth, reason: str | None = None) -> None:
         self.update(health=health, health_reason=reason)
 
     def to_json(self) -> dict[str, object]:
         with self._guard:
-            return {k: (str(v) if isinstance(v, TableHealth) else v) for k, v in self.__dict__.items() if k[0] != "_"}
+            return {
+                k: (str(v) if isinstance(v, TableHealth) else dict(v) if isinstance(v, dict) else v)
+                for k, v in self.__dict__.items()
+                if k[0] != "_"
+            }
 
 
 class Failure(NamedTuple):

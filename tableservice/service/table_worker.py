@@ -28,6 +28,7 @@ from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
+from tableservice.planning.due import Due
 from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.history import ActionHistory, ActionOutcome, action_record
 from tableservice.service.holds import SERVICE_WIDE, Holds
@@ -226,9 +227,23 @@ class TableWorker:
         return self._schedule_due(self.service(name), self._snapshot())
 
     def _schedule_due(self, svc: TableService, snapshot: TableSnapshot) -> bool:
-        if self._quarantined(svc.name) or not svc.settings.schedule or not svc.applies(snapshot):
-            return False
-        return self._worth_planning(svc.name, snapshot) and svc.due(snapshot)
+        """Asked on every poll; what it found (and why) is what /status shows per service (`due`)."""
+        found = self._due_now(svc, snapshot)
+        if found is not None:
+            with self.status.guard():
+                self.status.due[svc.name] = found.to_json()
+        return bool(found)
+
+    def _due_now(self, svc: TableService, snapshot: TableSnapshot) -> Due | None:
+        if not svc.applies(snapshot):
+            return None
+        if self._quarantined(svc.name):
+            return Due(False, "quarantined for this table (see quarantined_services)")
+        if not svc.settings.schedule:
+            return Due(False, "scheduling is off for this service (schedule: false); plans from elsewhere still run")
+        if not self._worth_planning(svc.name, snapshot):
+            return Due(False, "its trigger was due, but planning found nothing to do; asked again after a new commit")
+        return svc.due(snapshot)
 
     def needs_pass(self) -> bool:
         """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled (never

@@ -560,6 +560,29 @@ def test_time_triggers_use_whole_seconds_in_the_table_time_zone() -> None:
     assert not compaction_due(_state(tl, 9), either, start + timedelta(minutes=5)).due
 
 
+def test_next_due_moment_of_time_triggers() -> None:
+    """When the time trigger next fires: the reference instant's whole second plus max.delta.seconds, read in the
+    table's zone; none while due, for commit-count triggers, or for NUM_AND_TIME before the count is reached."""
+    tl = _tl(2, ("20240101000000500", D, DONE, "20240101000001000"))
+    policy = CompactionPolicy(trigger_strategy=CompactionTriggerStrategy.TIME_ELAPSED, max_delta_seconds=3600)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    early = compaction_due(_state(tl, 9), policy, start + timedelta(minutes=10))
+    assert (early.due, early.next_due_at) == (False, datetime(2024, 1, 1, 1, tzinfo=UTC))
+    kolkata = compaction_due(_state(tl, 9, "Asia/Kolkata"), policy, start - timedelta(hours=5))
+    assert kolkata.next_due_at == datetime(2023, 12, 31, 19, 30, tzinfo=UTC)
+    assert compaction_due(_state(tl, 9), policy, start + timedelta(hours=2)).next_due_at is None  # due now
+    either = policy.model_copy(update={"trigger_strategy": CompactionTriggerStrategy.NUM_OR_TIME})
+    assert compaction_due(_state(tl, 9), either, start).next_due_at == datetime(2024, 1, 1, 1, tzinfo=UTC)
+    both = policy.model_copy(
+        update={"trigger_strategy": CompactionTriggerStrategy.NUM_AND_TIME, "max_delta_commits": 2}
+    )
+    assert compaction_due(_state(tl, 9), both, start).next_due_at is None  # waits on a second delta commit
+    one = both.model_copy(update={"max_delta_commits": 1})
+    assert compaction_due(_state(tl, 9), one, start).next_due_at == datetime(2024, 1, 1, 1, tzinfo=UTC)
+    counts = CompactionPolicy(max_delta_commits=5)
+    assert compaction_due(_state(tl, 9), counts, start).next_due_at is None
+
+
 def test_log_bytes_disabled_and_guards() -> None:
     tl = _tl(2, ("20240101000000000", D, DONE, "20240101000000100"))
     policy = CompactionPolicy.from_mapping({"tableservice.compaction.log.bytes.threshold": "1000"})

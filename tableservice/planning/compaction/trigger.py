@@ -82,6 +82,7 @@ class DueDecision:
     delta_commits: int  # counted as the trigger strategy counts them
     seconds_since: float  # since the last compaction (or the first delta commit); 0 when neither exists
     log_bytes: int  # 0 when not measured
+    next_due_at: datetime | None = None  # when the time trigger fires if nothing else changes (not due now)
 
 
 def compactable_log_bytes(view: FileSystemView) -> int:
@@ -176,8 +177,11 @@ def compaction_due(state: CompactionTableState, policy: CompactionPolicy, now: d
     n_max, s_max = policy.max_delta_commits, policy.max_delta_seconds
     due = False
     why = "no delta commits yet"
+    at: datetime | None = None
     if info is not None:
         by_time = s_max <= whole_seconds
+        # Hudi compares whole seconds: due from the second `s_max` after the reference instant's second.
+        fires = datetime.fromtimestamp(int(ref_moment.timestamp() * 1000) // 1000 + s_max, UTC)
         time_text = f"{whole_seconds}s since {ref_text} (threshold {s_max}s)"
         if trigger is CompactionTriggerStrategy.NUM_COMMITS_AFTER_LAST_REQUEST:
             req = delta_commits_since_compaction_request(state.timeline)
@@ -191,13 +195,15 @@ def compaction_due(state: CompactionTableState, policy: CompactionPolicy, now: d
             if trigger is CompactionTriggerStrategy.NUM_COMMITS:
                 due, why = by_num, num_text
             elif trigger is CompactionTriggerStrategy.TIME_ELAPSED:
-                due, why = by_time, time_text
+                due, why, at = by_time, time_text, fires
             elif trigger is CompactionTriggerStrategy.NUM_OR_TIME:
-                due, why = by_num or by_time, f"{num_text} or {time_text}"
+                due, why, at = by_num or by_time, f"{num_text} or {time_text}", fires
             else:
                 due, why = by_num and by_time, f"{num_text} and {time_text}"
+                at = fires if by_num else None
     if not due and threshold is not None and log_bytes >= threshold:
         due, why = True, f"{log_bytes} bytes of log files to compact (threshold {threshold}); {why}"
     if not policy.enabled:
         return DueDecision(False, f"compaction scheduling is disabled; {why}", count, seconds, log_bytes)
-    return DueDecision(due, ("due: " if due else "not due: ") + why, count, seconds, log_bytes)
+    next_at = None if due or at is None else max(at, now.astimezone(UTC))
+    return DueDecision(due, ("due: " if due else "not due: ") + why, count, seconds, log_bytes, next_at)
