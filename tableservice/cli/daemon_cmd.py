@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     configure_logging(config.service.log.level, config.service.log.format)
-    daemon = Daemon(args.config, config)
+    daemon = Daemon(args.config, config, on_log_settings=lambda log: configure_logging(log.level, log.format))
     return anyio.run(daemon.run)
 
 

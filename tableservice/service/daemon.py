@@ -25,6 +25,7 @@ from anyio.abc import TaskGroup
 from tableservice import __version__
 from tableservice.config import (
     DaemonConfig,
+    LogSettings,
     NameClash,
     TableEntry,
     hoodie_table_name,
@@ -76,8 +77,11 @@ class Daemon:
         *,
         metrics: Metrics | None = None,
         executor: SparkExecutor | None = None,
+        on_log_settings: Callable[[LogSettings], None] | None = None,
     ) -> None:
+        """`on_log_settings`: applies a reloaded `service.log` (level, format) to the process's logging."""
         self.config_path = config_path
+        self._on_log_settings = on_log_settings
         self.config = config
         self.storage = Storage(storage_options(config))
         self.metrics = metrics if metrics is not None else new_metrics()
@@ -302,6 +306,7 @@ class Daemon:
         self.metrics.config_reloaded(True)
         old_service = self.config.service
         self.config = new
+        self._apply_log_settings(old_service.log, new.service.log)
         if new.service.max_concurrent_actions != old_service.max_concurrent_actions:
             self.capacity.set_total(new.service.max_concurrent_actions)
         if new.service.history != old_service.history:  # the workers take the new one in _sync_tables
@@ -310,6 +315,19 @@ class Daemon:
                 await anyio.to_thread.run_sync(old_history.close)
         await self._sync_tables(tg, named)
         log.info("configuration reloaded: %d tables", len(self.tables))
+
+    def _apply_log_settings(self, old: LogSettings, new: LogSettings) -> None:
+        if new == old:
+            return
+        if self._on_log_settings is not None and (new.level, new.format) != (old.level, old.format):
+            self._on_log_settings(new)
+            log.info("logging now at level %s, format %s", new.level, new.format)
+        if new.spark_level != old.spark_level:
+            log.warning(
+                "service.log.spark_level %s takes effect when the daemon restarts: the JVM's log level is set when "
+                "Spark starts",
+                new.spark_level,
+            )
 
     async def _watch_config(self, tg: TaskGroup) -> None:
         rescan_every = max(1, int(10 * self.config.service.poll_interval_seconds / CONFIG_WATCH_SECONDS))

@@ -115,3 +115,33 @@ def test_reload_keeps_the_running_configuration(bad: str, tmp_path: Path) -> Non
     text = daemon.metrics.render()[0].decode()
     assert 'tableservice_config_reloads_total{result="failure"} 1.0' in text
     assert "tableservice_config_last_reload_successful 0.0" in text
+
+
+def test_reload_applies_new_log_settings(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A reload that changes `service.log` hands the new level and format to the process's logging (the CLI's
+    handler); a new `spark_level` is reported as taking effect at the next restart."""
+    cfg = _write(tmp_path, config_text([], poll=7))
+    applied: list[tuple[str, str]] = []
+    daemon = Daemon(
+        str(cfg),
+        load_config(str(cfg)),
+        executor=SparkExecutor(SparkSettings()),
+        on_log_settings=lambda log: applied.append((log.level, log.format)),
+    )
+    before = (daemon.config.service.log.level, daemon.config.service.log.format)
+    edited = config_text([], poll=7).replace(
+        "log: {level: INFO}", "log: {level: DEBUG, format: json, spark_level: ERROR}"
+    )
+    cfg.write_text(edited)
+
+    async def reload() -> None:
+        async with anyio.create_task_group() as tg:
+            await daemon._reload(tg)
+
+    with caplog.at_level("INFO", logger="tableservice.service.daemon"):
+        anyio.run(reload)
+    assert before != ("DEBUG", "json")
+    assert applied == [("DEBUG", "json")]
+    assert "spark_level ERROR takes effect when the daemon restarts" in caplog.text
+    anyio.run(reload)  # the same file again: nothing changes, nothing is applied again
+    assert applied == [("DEBUG", "json")]
