@@ -28,6 +28,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from tableservice import __version__
+from tableservice.metrics.ledger import LedgerMetrics
 
 __all__ = [
     "ACTION_DURATION_BUCKETS",
@@ -157,6 +158,7 @@ class Metrics:
         self._log_files_compacted = Counter(
             name("log_files_compacted"), "Log files merged into new base files or log files", ta, registry=reg
         )
+        self.ledger = LedgerMetrics(reg, NAMESPACE, self._child)
         # --- locks
         tl = ("table", "lock")
         self._lock_wait = Histogram(

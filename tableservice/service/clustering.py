@@ -35,7 +35,7 @@ from tableservice.planning.clustering.trigger import clustering_due
 from tableservice.planning.clustering.validate import validate_clustering_plan
 from tableservice.planning.due import Due
 from tableservice.service.actions import TableContext, pending_plan, run_plan
-from tableservice.service.protocol import Outcome, ServiceBase
+from tableservice.service.protocol import Outcome, ReadPathBenefit, ServiceBase
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,21 @@ class ClusteringResult:
     replaced: dict[str, tuple[str, ...]]
     seconds: float
     bytes_read: int = 0  # base and log bytes of the replaced file slices
+    files_read: int = 0  # base and log files of the replaced file slices
+    log_files_read: int = 0
+    log_bytes_read: int = 0
+
+    def benefit(self) -> ReadPathBenefit:
+        """The replaced file groups were read from all their base and log files; the new ones from one file each."""
+        groups = sum(len(ids) for ids in self.replaced.values())
+        return ReadPathBenefit(
+            file_groups_before=groups,
+            file_groups_after=len(self.stats),
+            files_before=self.files_read,
+            files_after=len(self.stats),
+            log_files_removed=self.log_files_read,
+            log_bytes_removed=self.log_bytes_read,
+        )
 
     @property
     def bytes_written(self) -> int:
@@ -189,7 +204,17 @@ def execute_clustering(
         seconds,
         extra={"table": table.label, "instant": instant_time, "action": "clustering"},
     )
-    return ClusteringResult(done, tuple(stats), replaced_t, seconds, bytes_read=sum(g.input_bytes for g in groups))
+    slices = [s for g in groups for s in g.slices]
+    return ClusteringResult(
+        done,
+        tuple(stats),
+        replaced_t,
+        seconds,
+        bytes_read=sum(g.input_bytes for g in groups),
+        files_read=sum((1 if s.base_file else 0) + len(s.log_files) for s in slices),
+        log_files_read=sum(len(s.log_files) for s in slices),
+        log_bytes_read=sum(g.log_bytes for g in groups),
+    )
 
 
 class ClusteringService(ServiceBase[ClusteringPolicy]):
@@ -215,4 +240,5 @@ class ClusteringService(ServiceBase[ClusteringPolicy]):
             bytes_read=done.bytes_read,
             bytes_written=done.bytes_written,
             records_written=done.records_written,
+            benefit=done.benefit(),
         )

@@ -35,7 +35,7 @@ from tableservice.service.actions import (
     pending_plan,
     run_plan,
 )
-from tableservice.service.protocol import Outcome, SchedulingDeferred, ServiceBase
+from tableservice.service.protocol import Outcome, ReadPathBenefit, SchedulingDeferred, ServiceBase
 from tableservice.storage import join
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,24 @@ class CompactionResult:
     @property
     def log_files_compacted(self) -> int:
         return sum(s.total_log_files_compacted or 0 for s in self.stats)
+
+    @property
+    def executor_seconds(self) -> float:
+        """The tasks' merge-and-write time, from the write stats' runtime stats (Hudi's totalUpsertTime)."""
+        return sum((s.runtime_stats.total_upsert_time or 0) for s in self.stats if s.runtime_stats) / 1000
+
+    def benefit(self) -> ReadPathBenefit:
+        """Each compacted file group was read from its base file (when it had one) and its log files; it is now
+        read from one base file."""
+        before = sum((1 if s.prev_base_file else 0) + (s.total_log_files_compacted or 0) for s in self.stats)
+        return ReadPathBenefit(
+            file_groups_before=len(self.stats),
+            file_groups_after=len(self.stats),
+            files_before=before,
+            files_after=len(self.stats),
+            log_files_removed=self.log_files_compacted,
+            log_bytes_removed=sum(s.total_log_size_compacted or 0 for s in self.stats),
+        )
 
 
 def check_supported(table: HudiTable) -> None:
@@ -211,4 +229,6 @@ class CompactionService(ServiceBase[CompactionPolicy]):
             bytes_written=done.bytes_written,
             records_written=done.records_written,
             log_files_compacted=done.log_files_compacted,
+            executor_seconds=done.executor_seconds,
+            benefit=done.benefit(),
         )

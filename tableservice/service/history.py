@@ -83,6 +83,21 @@ class ActionRecord:
     instants_archived: int = 0
     failed_writes_rolled_back: int = 0
     error: str | None = None
+    # what the action cost (the ledger: `service/ledger.py`)
+    spark_seconds: float = 0.0  # the action's Spark jobs, submission to last task (start-up excluded)
+    executor_seconds: float = 0.0  # the tasks' own run time, summed over executors
+    requests_get: int = 0  # object-store requests of the action's tasks, by kind
+    requests_put: int = 0
+    requests_list: int = 0
+    requests_head: int = 0
+    requests_delete: int = 0
+    # and what it bought: the read path of the file groups it rewrote, before and after
+    log_files_removed: int = 0
+    log_bytes_removed: int = 0
+    file_groups_before: int = 0
+    file_groups_after: int = 0
+    files_before: int = 0  # base and log files a reader opens for those file groups
+    files_after: int = 0
     id: int | None = None  # given by the store
 
     def to_json(self) -> dict[str, Any]:
@@ -118,9 +133,18 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE INDEX IF NOT EXISTS actions_by_end ON actions (ended);
 CREATE INDEX IF NOT EXISTS actions_by_table ON actions ("table", id);
 """
+# Columns added after the first release: a file written before them gets them (0) when the daemon opens it.
+_FIRST = set(re.findall(r'^\s+"?(\w+)"? (?:TEXT|REAL|INTEGER)', _SCHEMA, re.MULTILINE))
+_ADDED = {
+    f.name: ("REAL" if f.type == "float" else "INTEGER") for f in fields(ActionRecord) if f.name not in _FIRST | {"id"}
+}
 _QUOTED = ", ".join(f'"{c}"' for c in _COLUMNS)
 _INSERT = f"INSERT INTO actions ({_QUOTED}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
-_SELECT = f"SELECT id, {_QUOTED} FROM actions"
+
+
+def _select(present: set[str]) -> str:
+    """SELECT of every column; one a file does not have yet (opened read-only, written by an older daemon) reads 0."""
+    return "SELECT id, " + ", ".join(f'"{c}"' if c in present else f'0 AS "{c}"' for c in _COLUMNS) + " FROM actions"
 
 
 def _iso(unix: float) -> str:
@@ -177,6 +201,7 @@ class ActionHistory:
         self._metrics = metrics
         self._guard = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._select_sql = _select(set(_COLUMNS))
 
     @classmethod
     def from_settings(cls, settings: HistorySettings, metrics: Metrics | None = None) -> ActionHistory | None:
@@ -201,9 +226,15 @@ class ActionHistory:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_SCHEMA)
+                _add_columns(db)
             except BaseException:
                 db.close()
                 raise
+        try:
+            self._select_sql = _select(_present(db))
+        except sqlite3.Error:
+            db.close()
+            raise
         self._db = db
         return db
 
@@ -252,23 +283,43 @@ class ActionHistory:
     ) -> list[ActionRecord]:
         """Actions of `table` (all tables when None) that ended at or after `since`, newest first, at most `limit`.
         HistoryError when the file cannot be read."""
-        where: list[str] = []
-        args: list[object] = []
-        if table is not None:
-            where.append('"table" = ?')
-            args.append(table)
-        if since is not None:
-            where.append("ended >= ?")
-            args.append(since)
-        sql = _SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
+        where, args = _where(table, since)
         args.append(max(0, min(limit, MAX_LIMIT)))
+        rows = self._read(lambda: f"{self._select_sql}{where} ORDER BY id DESC LIMIT ?", args)
+        return [_from_row(row) for row in rows]
+
+    def totals(self, *, table: str | None = None, since: float | None = None) -> list[dict[str, Any]]:
+        """Per table and action, over the actions that ended at or after `since`: how many (`actions`, `completed`,
+        `failed`: failed or held back) and the sum of every count and cost column. HistoryError when unreadable."""
+        where, args = _where(table, since)
+        sums = [c for c in _COLUMNS if c in _SUMMED]
+
+        def sql() -> str:
+            inner = f"({self._select_sql}{where}) AS a"
+            summed = ", ".join(f'TOTAL("{c}")' for c in sums)
+            return (
+                f"SELECT \"table\", action, COUNT(*), SUM(outcome = 'completed'), "
+                f"SUM(outcome IN ('failed', 'held back')), {summed} FROM {inner} GROUP BY \"table\", action "
+                'ORDER BY "table", action'
+            )
+
+        out = []
+        for row in self._read(sql, args):
+            doc: dict[str, Any] = {"table": row[0], "action": row[1], "actions": row[2]}
+            doc["completed"], doc["failed"] = int(row[3] or 0), int(row[4] or 0)
+            for name, value in zip(sums, row[5:], strict=True):
+                doc[name] = round(float(value), 3) if name.endswith("seconds") else int(value)
+            out.append(doc)
+        return out
+
+    def _read(self, sql: Callable[[], str], args: list[object]) -> list[tuple[Any, ...]]:
         with self._guard:
             try:
-                rows = self._connection().execute(sql, args).fetchall()
+                db = self._connection()  # first: the SELECT depends on the columns the file has
+                return db.execute(sql(), args).fetchall()
             except sqlite3.Error as e:
                 self._drop()
                 raise HistoryError(f"cannot read the action history {self.path}: {e}") from e
-        return [_from_row(row) for row in rows]
 
     def close(self) -> None:
         with self._guard:
@@ -286,6 +337,34 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
             db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+_SUMMED = {
+    f.name for f in fields(ActionRecord) if f.type in ("int", "float") and f.name not in {"id", "started", "ended"}
+}
+
+
+def _where(table: str | None, since: float | None) -> tuple[str, list[object]]:
+    where: list[str] = []
+    args: list[object] = []
+    if table is not None:
+        where.append('"table" = ?')
+        args.append(table)
+    if since is not None:
+        where.append("ended >= ?")
+        args.append(since)
+    return (f" WHERE {' AND '.join(where)}" if where else ""), args
+
+
+def _present(db: sqlite3.Connection) -> set[str]:
+    return {str(row[1]) for row in db.execute("PRAGMA table_info(actions)")}
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    present = _present(db)
+    for name, kind in _ADDED.items():
+        if name not in present:
+            db.execute(f'ALTER TABLE actions ADD COLUMN "{name}" {kind} NOT NULL DEFAULT 0')
 
 
 def _column(value: object) -> object:
@@ -306,10 +385,11 @@ def action_record(
     outcome: ActionOutcome,
     done: object = None,
     error: str | None = None,
+    spark_seconds: float = 0.0,
 ) -> ActionRecord:
     """The record of one action that ends now; `done` is what it returned (its `Outcome` when it executed an
     instant, whose counts the record takes)."""
-    counts: dict[str, int] = {}
+    counts: dict[str, Any] = {}
     if isinstance(done, Outcome):
         counts = {
             "records_read": done.records_read,
@@ -320,8 +400,14 @@ def action_record(
             "bytes_deleted": done.bytes_deleted,
             "instants_archived": done.instants_archived,
             "failed_writes_rolled_back": done.failed_writes_rolled_back,
+            "executor_seconds": done.executor_seconds,
         }
-    return ActionRecord(table, action, instant, started, max(started, time.time()), outcome, error=error, **counts)
+        if done.benefit is not None:
+            counts.update(asdict(done.benefit))
+    ended = max(started, time.time())
+    return ActionRecord(
+        table, action, instant, started, ended, outcome, error=error, spark_seconds=spark_seconds, **counts
+    )
 
 
 def answer_query(history: ActionHistory, query: str, now: float | None = None) -> tuple[int, dict[str, Any]]:

@@ -45,6 +45,21 @@ class Outcome:
     bytes_deleted: int = 0
     instants_archived: int = 0
     failed_writes_rolled_back: int = 0  # rollback of a failed write (not the resumption of a rollback)
+    executor_seconds: float = 0.0  # the tasks' own run time, summed
+    benefit: ReadPathBenefit | None = None  # compaction, clustering: the read path before and after
+
+
+@dataclass(frozen=True)
+class ReadPathBenefit:
+    """What a rewrite bought readers of the file groups it rewrote: files opened before and after (read
+    amplification = files per file group), log files and bytes no reader merges any more."""
+
+    file_groups_before: int
+    file_groups_after: int
+    files_before: int
+    files_after: int
+    log_files_removed: int
+    log_bytes_removed: int
 
 
 class SchedulingDeferred(Exception):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import TypeVar
 
 from tableservice.errors import (
@@ -74,6 +75,7 @@ class TableWorker:
         self.table: HudiTable | None = None
         self.snapshot: TableSnapshot | None = None  # what the current pass sees
         self._nothing_at: dict[str, str] = {}
+        self._spark_seconds = 0.0  # Spark job seconds of the action running now (one at a time per worker)
         self._held = Holds()
         self._archive_looked = False
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
@@ -119,13 +121,13 @@ class TableWorker:
 
     def _context(self, table: HudiTable) -> TableContext:
         lock = self.locks.table_lock(table.name, table.base_path)
-        hooks = ActionHooks()
+        hooks = ActionHooks(spark_job=self._spark_job_ran)
         if self.metrics is not None:
             m, name, provider = self.metrics, self.label, self.locks.name
             hooks = ActionHooks(
                 lock_waited=lambda s: m.observe_lock_wait(name, provider, s),
                 lock_held=lambda s: m.observe_lock_hold(name, provider, s),
-                spark_job=lambda action, s: m.observe_spark_job(name, action, s),
+                spark_job=self._spark_job_ran,
             )
         return TableContext(
             table=table,
@@ -136,6 +138,12 @@ class TableWorker:
             storage_options=self.storage_options,
             hooks=hooks,
         )
+
+    def _spark_job_ran(self, action: str, seconds: float) -> None:
+        """An action's Spark job ended: its metric, and the seconds the action's history record adds up."""
+        self._spark_seconds += seconds
+        if self.metrics is not None:
+            self.metrics.observe_spark_job(self.label, action, seconds)
 
     def context(self) -> TableContext:
         """The table's context as a pass builds it (its lock, lock timeout and executor); for the operator commands."""
@@ -391,6 +399,7 @@ class TableWorker:
         """Run one action: a typed failure is recorded (result, metrics, log, history) and the pass goes on. A
         permanent failure of an action on a pending instant holds that instant back (`_hold`)."""
         started, started_at = time.monotonic(), time.time()
+        self._spark_seconds = 0.0
         try:
             out = fn()
         except InstantNotPendingError as e:  # another process got there first
@@ -431,7 +440,10 @@ class TableWorker:
         self, action: str, instant: str, started: float, outcome: ActionOutcome, done: object = None, error: str = ""
     ) -> None:
         if self.history is not None:  # never raises: a history that cannot be written is a warning
-            self.history.record(action_record(self.label, action, instant, started, outcome, done, error or None))
+            record = action_record(
+                self.label, action, instant, started, outcome, done, error or None, spark_seconds=self._spark_seconds
+            )
+            self.history.record(record)
 
     def run_one(self, service: str, instant_time: str) -> PassResult:
         """Execute one pending instant of `service` as a pass does (under its executor lease), for the operator
@@ -492,6 +504,12 @@ class TableWorker:
             instants_archived=outcome.instants_archived,
             failed_writes_rolled_back=outcome.failed_writes_rolled_back,
         )
+        if outcome.executor_seconds:
+            self.metrics.ledger.record_cost(
+                self.label, svc.name, executor_seconds=outcome.executor_seconds, requests={}
+            )
+        if outcome.benefit is not None:
+            self.metrics.ledger.record_benefit(self.label, svc.name, **asdict(outcome.benefit))
         if outcome.bytes_read or outcome.bytes_written or outcome.records_read or outcome.records_written:
             self.metrics.record_io(
                 self.label,

@@ -71,6 +71,14 @@ def test_family_names_and_types() -> None:
         "tableservice_leases_held": "gauge",
         "tableservice_spark_job_seconds": "histogram",
         "tableservice_history_write_failures": "counter",
+        "tableservice_executor_seconds": "counter",
+        "tableservice_action_requests": "counter",
+        "tableservice_read_path_log_files_removed": "counter",
+        "tableservice_read_path_log_bytes_removed": "counter",
+        "tableservice_read_path_file_groups_before": "counter",
+        "tableservice_read_path_file_groups_after": "counter",
+        "tableservice_read_path_files_before": "counter",
+        "tableservice_read_path_files_after": "counter",
     }
 
 

@@ -44,6 +44,7 @@ class ClusteringGroupInput:
     metrics: dict[str, float]
     input_bytes: int  # base + log bytes of the named files (for balancing tasks)
     group: HoodieClusteringGroup
+    log_bytes: int = 0  # of which log files
 
     @property
     def file_group_ids(self) -> list[FileGroupId]:
@@ -98,7 +99,8 @@ class _Checker:
         if instant_time >= self.instant.requested_time:
             raise self.bad(f"{raw!r} was written at {instant_time}, not before clustering {self.instant}")
 
-    def resolve_slice(self, info: HoodieSliceInfo, partition: str) -> tuple[SliceInput, int]:
+    def resolve_slice(self, info: HoodieSliceInfo, partition: str) -> tuple[SliceInput, int, int]:
+        """The slice's locations, its bytes (base and logs) and its log bytes."""
         file_id = info.file_id or ""
         if not file_id:
             raise self.bad(f"a slice in partition {partition!r} has no fileId")
@@ -126,11 +128,10 @@ class _Checker:
         slice_ = self._slice_holding(group, base_name, log_names)
         by_name = {lf.file_name: lf for lf in slice_.log_files}
         logs = sorted((by_name[n] for n in log_names), key=lambda lf: lf.name.sort_key)
-        size = (slice_.base_file.size if base_name is not None and slice_.base_file else 0) + sum(
-            lf.size for lf in logs
-        )
+        log_size = sum(lf.size for lf in logs)
+        size = (slice_.base_file.size if base_name is not None and slice_.base_file else 0) + log_size
         base = slice_.base_file.location if base_name is not None and slice_.base_file is not None else None
-        return SliceInput(file_id, slice_.base_instant_time, base, tuple(lf.location for lf in logs)), size
+        return SliceInput(file_id, slice_.base_instant_time, base, tuple(lf.location for lf in logs)), size, log_size
 
     def _slice_holding(self, group: FileGroup, base_name: str | None, log_names: list[str]) -> FileSlice:
         wanted = ([base_name] if base_name is not None else []) + log_names
@@ -197,10 +198,11 @@ def validate_clustering_plan(
             ClusteringGroupInput(
                 index=index,
                 partition=partition,
-                slices=tuple(s for s, _ in resolved),
+                slices=tuple(s for s, _, _ in resolved),
                 num_output_file_groups=outputs,
                 metrics=dict(group.metrics or {}),
-                input_bytes=sum(size for _, size in resolved),
+                input_bytes=sum(size for _, size, _ in resolved),
+                log_bytes=sum(size for _, _, size in resolved),
                 group=group,
             )
         )
