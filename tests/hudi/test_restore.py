@@ -4,8 +4,10 @@ is in step; a restore interrupted mid-way is finished by the next run; refusals 
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
@@ -32,7 +34,7 @@ from tableservice.hudi.table.read import read
 from tableservice.hudi.timeline.instant import Action, State
 from tableservice.hudi.write import handles
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.workload import Workload
+from tableservice.hudi.write.workload import Workload, WorkloadStep
 from tableservice.storage import Storage
 from tests.support.oracle import assert_same_rows, hudi_read
 from tests.support.trip_tables import create_trip_table
@@ -41,7 +43,9 @@ ST = Storage()
 MOR, COW = TableType.MERGE_ON_READ, TableType.COPY_ON_WRITE
 
 
-def _fail_next_write(client: WriteClient, step: object, table_type: TableType, monkeypatch: pytest.MonkeyPatch) -> None:
+def _fail_next_write(
+    client: WriteClient, step: WorkloadStep, table_type: TableType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The write dies after writing some of its files: a pending instant with files on storage."""
     target = "write_log_file" if table_type is MOR else "write_new_base_file"
     real = getattr(handles, target)
@@ -55,15 +59,14 @@ def _fail_next_write(client: WriteClient, step: object, table_type: TableType, m
 
     monkeypatch.setattr(handles, target, failing)
     with pytest.raises(OSError, match="injected"):
-        client.apply(step)  # type: ignore[arg-type]
+        client.apply(step)
     monkeypatch.undo()
 
 
 def _table(
     tmp_path: Path, version: int, table_type: TableType, mdt: bool, monkeypatch: pytest.MonkeyPatch
-) -> tuple[str, str]:
-    """A table with three commits, a savepoint at the second, two more commits and a failed (pending) one; the
-    savepoint's time."""
+) -> tuple[str, list[WorkloadStep]]:
+    """A table (with a metadata table when `mdt`) and its first three commits; the workload's six steps."""
     path = str(tmp_path / "t")
     create_trip_table(path, version, table_type, storage=ST)
     if mdt:
@@ -73,7 +76,7 @@ def _table(
     steps = list(Workload(80, 6, 0.5, 0.05, partitions=2, seed=11).steps())
     for step in steps[:3]:
         client.apply(step)
-    return path, steps  # type: ignore[return-value]
+    return path, steps
 
 
 @pytest.mark.oracle
@@ -217,6 +220,12 @@ def test_refusals_name_the_table_and_the_instant(version: int, tmp_path: Path, m
     assert sorted(os.listdir(table.active.folder)) == listing  # nothing written
 
 
+def _writer_schema(data: bytes) -> dict[str, Any]:
+    schema = fastavro.reader(io.BytesIO(data)).writer_schema
+    assert isinstance(schema, dict)
+    return schema
+
+
 def test_models_round_trip_against_the_avro_schemas() -> None:
     """No fixture table holds a restore: the plan and metadata round-trip through the writer schemas of every
     table version, and the containers carry Hudi's record names and fields."""
@@ -244,9 +253,7 @@ def test_models_round_trip_against_the_avro_schemas() -> None:
     for version in (6, 8, 9):
         data = encode_restore_plan(plan, table_version=version)
         assert decode_restore_plan(data, path="x.restore.requested") == plan
-        reader = fastavro.reader(__import__("io").BytesIO(data))
-        assert reader.writer_schema is not None
-        assert reader.writer_schema["name"] == "org.apache.hudi.avro.model.HoodieRestorePlan"
+        assert _writer_schema(data)["name"] == "org.apache.hudi.avro.model.HoodieRestorePlan"
         md = HoodieRestoreMetadata(
             start_restore_time="20260101000000400",
             time_taken_in_millis=9,
@@ -258,7 +265,7 @@ def test_models_round_trip_against_the_avro_schemas() -> None:
         )
         data = encode_restore_metadata(md, table_version=version)
         assert decode_restore_metadata(data, path="x.restore") == md
-        fields = [f["name"] for f in fastavro.reader(__import__("io").BytesIO(data)).writer_schema["fields"]]  # type: ignore[index]
+        fields = [f["name"] for f in _writer_schema(data)["fields"]]
         expected = ["startRestoreTime", "timeTakenInMillis", "instantsToRollback", "hoodieRestoreMetadata", "version"]
         assert fields[:5] == expected and fields[5] == "restoreInstantInfo"
         assert ("extraMetadata" in fields) == (version >= 8)
