@@ -1,18 +1,25 @@
-"""Operator commands for clean, clustering and savepoints on one table (local Spark unless told otherwise)."""
+"""Operator commands for clean, clustering and savepoints (create, delete, list, restore) on one table (local Spark
+unless told otherwise)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tableservice.cli.operator import add_table_arguments, operator_table
 from tableservice.cli.plan_output import add_dry_run_arguments, print_dry_run
 from tableservice.cli.why import nothing_to_clean, nothing_to_cluster
+from tableservice.errors import LockError, RestoreError
 from tableservice.hudi.action.clean import dry_run, pending_cleans
+from tableservice.hudi.action.restore import plan_restore, restore
 from tableservice.hudi.action.savepoint import create_savepoint, delete_savepoint, list_savepoints
 from tableservice.hudi.models import decode_clean_metadata
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
+from tableservice.locks import LockHandle
 from tableservice.service.clustering import pending_clustering
 from tableservice.storage import Storage
 
@@ -72,6 +79,16 @@ def register(sub: Any) -> None:
     lst = ssub.add_parser("list", help="list savepoints")
     lst.add_argument("uri")
     lst.set_defaults(handler=cmd_savepoint_list)
+    rest = ssub.add_parser(
+        "restore", help="restore the table to a savepoint: roll back every write after it (writers must be stopped)"
+    )
+    add_table_arguments(rest)
+    rest.add_argument("--instant", required=True, help="the savepoint's instant time")
+    rest.add_argument("--yes", action="store_true", help="restore; without it, print what would be rolled back")
+    rest.add_argument(
+        "--lock-timeout", type=float, default=10.0, help="seconds to wait for the table lock before giving up"
+    )
+    rest.set_defaults(handler=cmd_savepoint_restore)
 
 
 def cmd_clean_schedule(args: argparse.Namespace) -> int:
@@ -172,3 +189,53 @@ def cmd_savepoint_list(args: argparse.Namespace) -> int:
         who = f" user={md.savepointed_by!r} comments={md.comments!r}" if md is not None else ""
         print(f"{info.instant_time} {info.state.name}{who}")
     return 0
+
+
+def cmd_savepoint_restore(args: argparse.Namespace) -> int:
+    """Exit 0 when restored, 1 for a preview (no `--yes`) or a lock held by another writer, 2 when refused."""
+    with operator_table(args) as op:
+        table, label = op.table, op.worker.label
+        try:
+            timeline = table.reload()
+            plan = plan_restore(table, args.instant, timeline)
+            if not args.yes:
+                _print_preview(table, args.instant, plan.instants_to_rollback)
+                return 1
+
+            @contextmanager
+            def locked() -> Iterator[LockHandle]:  # a short wait: another writer at work means "not now"
+                with op.context.lock.hold(args.lock_timeout) as handle:
+                    yield handle
+
+            result = restore(table, args.instant, lock=locked)
+        except RestoreError as e:
+            print(f"tableservice: restore refused: {e}", file=sys.stderr)
+            return 2
+        except LockError as e:
+            print(
+                f"tableservice: table {label} is locked by another writer (not acquired within "
+                f"{args.lock_timeout:g}s): stop its writers and the daemon, then run the restore again ({e})",
+                file=sys.stderr,
+            )
+            return 1
+    md = result.metadata
+    print(
+        f"restored {label} to savepoint {args.instant}: restore {result.instant.requested_time} rolled back "
+        f"{len(md.instants_to_rollback)} instants"
+    )
+    if result.metadata_partitions:
+        print(f"metadata table rebuilt: {','.join(result.metadata_partitions)}")
+    return 0
+
+
+def _print_preview(table: HudiTable, savepoint: str, instants: Any) -> None:
+    timeline = table.timeline()
+    print(f"restore of {table.label} to savepoint {savepoint} would roll back {len(instants)} instants, newest first:")
+    for info in instants:
+        current = timeline.get(info.commit_time)
+        state = current.state.name if current is not None else "gone"
+        print(f"  {info.commit_time} {info.action} {state}")
+    partitions = table.config.metadata_partitions
+    if partitions:
+        print(f"the metadata table ({','.join(partitions)}) would be rebuilt")
+    print("nothing was written; run again with --yes to restore")

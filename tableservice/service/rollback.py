@@ -1,12 +1,14 @@
 """Rolling back failed writes as a table service: rollbacks a crashed process left pending are finished first, then
 the pending writes that `hoodie.cleaner.policy.failed.writes` counts as failed (LAZY: expired heartbeat; EAGER:
-any; NEVER: none) are rolled back, each under its own lease so that one replica does it."""
+any; NEVER: none) are rolled back, each under its own lease so that one replica does it. A restore to a savepoint
+left pending by a crashed process is finished first, alone (its plan rolls back whatever is after the savepoint)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tableservice.errors import InstantNotPendingError
+from tableservice.hudi.action.restore import pending_restore, resume_restore
 from tableservice.hudi.action.rollback import resume_rollback, rollback
 from tableservice.hudi.table.hudi_table import TableSnapshot
 from tableservice.hudi.timeline.failed_writes import FailedWritesPolicy, failed_writes
@@ -31,6 +33,9 @@ class RollbackService(ServiceBase[FailedWritesSettings]):
     plans_on_timeline = False
 
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
+        restoring = pending_restore(snapshot.timeline)
+        if restoring is not None:
+            return [restoring]
         policy = self.settings.policy
         failed = failed_writes(
             snapshot.table,
@@ -52,6 +57,11 @@ class RollbackService(ServiceBase[FailedWritesSettings]):
         if current is None or current.is_completed:
             raise InstantNotPendingError(f"{instant} was rolled back or completed meanwhile", table=ctx.table.label)
         instant = current
+        if instant.action is Action.RESTORE:
+            restored = resume_restore(ctx.table, lock=ctx.lock_factory())
+            if restored is None:
+                raise InstantNotPendingError(f"{instant} was finished meanwhile", table=ctx.table.label)
+            return Outcome(self.name, instant, restored.instant)
         if instant.action is Action.ROLLBACK:
             done = resume_rollback(ctx.table, instant, lock=ctx.lock_factory(), lease=lease)
         else:

@@ -183,8 +183,10 @@ def test_empty_files() -> None:
     assert decode_instant_content(b"", action="compaction", state="inflight", path="x") is None
     assert decode_instant_content(b"", action="commit", state="requested", path="x") is None
     assert decode_instant_content(b"", action="deltacommit", state="inflight", path="x") == HoodieCommitMetadata.empty()
-    with pytest.raises(InvalidPlanError, match=r"no completed file is modelled for action 'restore'"):
-        decode_instant_content(b"x", action="restore", state="completed", path="x")
+    with pytest.raises(InvalidPlanError, match=r"no completed file is modelled for action 'compaction'"):
+        decode_instant_content(b"x", action="compaction", state="completed", path="x")
+    with pytest.raises(InvalidPlanError, match=r"not an Avro container file .* file=x\.restore"):
+        decode_instant_content(b"x", action="restore", state="completed", path="x.restore")
 
 
 def test_container_layout_matches_hudi() -> None:

@@ -1,7 +1,7 @@
 """The one commit path: every change the daemon makes to a table's timeline ends here.
 
 A change is a completed action (compaction, clustering, clean, rollback), a savepoint created or deleted, a
-pending plan removed, or instants archived. Each goes through `commit`, which, in this order:
+pending plan removed, instants archived, or a restore to a savepoint. Each goes through `commit`, which, in this order:
 
 1. takes the table lock (the one the table's writers take);
 2. re-reads the timeline under it;
@@ -59,6 +59,7 @@ class ChangeKind(enum.Enum):
     REMOVE_PENDING = "remove_pending"  # a pending plan that can never complete is removed
     SAVEPOINT = "savepoint"  # a savepoint created or deleted
     ARCHIVE = "archive"  # instants moved to the archived timeline
+    RESTORE = "restore"  # the table restored to a savepoint (the metadata table is rebuilt by the restore itself)
 
 
 @dataclass(frozen=True)

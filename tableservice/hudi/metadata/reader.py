@@ -18,7 +18,7 @@ from typing import Any
 
 import fastavro
 
-from tableservice.errors import CorruptFileError, InvalidTableConfigError, TableServiceError, UnsupportedTableError
+from tableservice.errors import CorruptFileError, InvalidTableConfigError, TableServiceError
 from tableservice.hudi.file_group.log_format import BlockType, HeaderKey, LogBlock, read_block_content
 from tableservice.hudi.file_group.log_format.deletes import decode_delete_content
 from tableservice.hudi.file_group.reader import scan_log_blocks
@@ -27,6 +27,7 @@ from tableservice.hudi.metadata.hfile import read_hfile
 from tableservice.hudi.metadata.keys import ALL_PARTITIONS_KEY, NON_PARTITIONED, MetadataPartition
 from tableservice.hudi.metadata.records import RawRecord, is_live, live_files, merge_for
 from tableservice.hudi.metadata.valid_instants import valid_instant_times
+from tableservice.hudi.models import decode_restore_metadata
 from tableservice.hudi.table.fs_view import FileSlice, FileSystemView
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.schema import zero_width_array
@@ -120,12 +121,12 @@ class MetadataTable:
         return self._valid
 
     def _rolled_back_by(self, instant: Instant) -> Iterable[str]:
-        if instant.action is not Action.ROLLBACK:
-            raise UnsupportedTableError(
-                f"restore {instant.requested_time} on the data timeline: reading the metadata table across a "
-                "restore is not supported",
-                table=self.data.name,
-            )
+        if instant.action is Action.RESTORE:
+            path = self.data.active.path_of(instant)
+            try:
+                return decode_restore_metadata(self.data.storage.read_bytes(path), path=path).rolled_back()
+            except TableServiceError as e:
+                raise e.with_context(table=self.data.name) from e
         return self.data.rollback_metadata(instant).commits_rollback
 
     def storage_partitions(self) -> list[str]:

@@ -47,6 +47,8 @@ from tableservice.hudi.models.codecs import (
     decode_index_plan,
     decode_instant_content,
     decode_requested_replace_metadata,
+    decode_restore_metadata,
+    decode_restore_plan,
     decode_rollback_metadata,
     decode_rollback_plan,
     decode_savepoint_metadata,
@@ -58,6 +60,8 @@ from tableservice.hudi.models.codecs import (
     encode_index_plan,
     encode_instant_content,
     encode_requested_replace_metadata,
+    encode_restore_metadata,
+    encode_restore_plan,
     encode_rollback_metadata,
     encode_rollback_plan,
     encode_savepoint_metadata,
@@ -81,6 +85,7 @@ from tableservice.hudi.models.compaction import (
     HoodieCompactionStrategy,
 )
 from tableservice.hudi.models.index import HoodieIndexCommitMetadata, HoodieIndexPartitionInfo, HoodieIndexPlan
+from tableservice.hudi.models.restore import HoodieRestoreMetadata, HoodieRestorePlan
 from tableservice.hudi.models.rollback import (
     HoodieInstantInfo,
     HoodieRollbackMetadata,
@@ -115,6 +120,8 @@ __all__ = [
     "HoodieLSMTimelineInstant",
     "HoodieReplaceCommitMetadata",
     "HoodieRequestedReplaceMetadata",
+    "HoodieRestoreMetadata",
+    "HoodieRestorePlan",
     "HoodieRollbackMetadata",
     "HoodieRollbackPartitionMetadata",
     "HoodieRollbackPlan",
@@ -141,6 +148,8 @@ __all__ = [
     "decode_instant_content",
     "decode_replace_commit_metadata",
     "decode_requested_replace_metadata",
+    "decode_restore_metadata",
+    "decode_restore_plan",
     "decode_rollback_metadata",
     "decode_rollback_plan",
     "decode_savepoint_metadata",
@@ -154,6 +163,8 @@ __all__ = [
     "encode_instant_content",
     "encode_replace_commit_metadata",
     "encode_requested_replace_metadata",
+    "encode_restore_metadata",
+    "encode_restore_plan",
     "encode_rollback_metadata",
     "encode_rollback_plan",
     "encode_savepoint_metadata",

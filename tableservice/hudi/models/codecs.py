@@ -23,6 +23,7 @@ from tableservice.hudi.models.codecs_commit import decode_commit_metadata, encod
 from tableservice.hudi.models.commit import HoodieCommitMetadata
 from tableservice.hudi.models.compaction import HoodieCompactionPlan
 from tableservice.hudi.models.index import HoodieIndexCommitMetadata, HoodieIndexPlan
+from tableservice.hudi.models.restore import HoodieRestoreMetadata, HoodieRestorePlan
 from tableservice.hudi.models.rollback import HoodieRollbackMetadata, HoodieRollbackPlan
 from tableservice.hudi.models.savepoint import HoodieSavepointMetadata
 from tableservice.hudi.models.schemas import Kind, writer_schema
@@ -38,6 +39,8 @@ TimelineContent = (
     | HoodieIndexPlan
     | HoodieIndexCommitMetadata
     | HoodieSavepointMetadata
+    | HoodieRestorePlan
+    | HoodieRestoreMetadata
 )
 
 
@@ -186,6 +189,34 @@ def encode_savepoint_metadata(md: HoodieSavepointMetadata, *, table_version: int
     return _encode(md, Kind.SAVEPOINT_METADATA, table_version)
 
 
+# --- restore --------------------------------------------------------------------------------------------------
+
+
+def decode_restore_plan(data: bytes, *, path: str) -> HoodieRestorePlan:
+    return decode_avro_model(
+        data, HoodieRestorePlan, path=path, expected=[Kind.RESTORE_PLAN.full_name], what="restore plan"
+    )
+
+
+def encode_restore_plan(plan: HoodieRestorePlan, *, table_version: int) -> bytes:
+    return _encode(plan, Kind.RESTORE_PLAN, table_version)
+
+
+def decode_restore_metadata(data: bytes, *, path: str) -> HoodieRestoreMetadata:
+    return decode_avro_model(
+        data, HoodieRestoreMetadata, path=path, expected=[Kind.RESTORE_METADATA.full_name], what="restore metadata"
+    )
+
+
+def encode_restore_metadata(md: HoodieRestoreMetadata, *, table_version: int) -> bytes:
+    """Table version 6 files carry no `extraMetadata` (Hudi 0.14/0.15's schema); it is dropped there."""
+    if table_version < 8:
+        record = md.to_avro()
+        record.pop("extraMetadata", None)
+        return write_avro_container([record], writer_schema(Kind.RESTORE_METADATA, table_version))
+    return _encode(md, Kind.RESTORE_METADATA, table_version)
+
+
 # --- by action and state --------------------------------------------------------------------------------------
 
 _COMMIT_ACTIONS: Final = frozenset({"commit", "deltacommit"})
@@ -199,12 +230,14 @@ _PLAN_DECODERS: Final[dict[str, _Decoder]] = {
     "rollback": decode_rollback_plan,
     "indexing": decode_index_plan,
     "savepoint": decode_savepoint_metadata,
+    "restore": decode_restore_plan,
 }
 _COMPLETED_DECODERS: Final[dict[str, _Decoder]] = {
     "clean": decode_clean_metadata,
     "rollback": decode_rollback_metadata,
     "indexing": decode_index_commit_metadata,
     "savepoint": decode_savepoint_metadata,
+    "restore": decode_restore_metadata,
 }
 
 
@@ -221,6 +254,8 @@ def encode_instant_content(md: TimelineContent, *, table_version: int) -> bytes:
         return encode_savepoint_metadata(md, table_version=table_version)
     if isinstance(md, HoodieIndexCommitMetadata):
         return encode_index_commit_metadata(md, table_version=table_version)
+    if isinstance(md, HoodieRestoreMetadata):
+        return encode_restore_metadata(md, table_version=table_version)
     raise InvalidPlanError(f"{type(md).__name__} is not the content of a completed instant")
 
 

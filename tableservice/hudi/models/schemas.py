@@ -8,6 +8,7 @@
 | rollback plan / metadata | `ROLLBACK_PLAN` / `ROLLBACK_METADATA` | same |
 | index plan / commit metadata | `INDEX_PLAN` / `INDEX_COMMIT_METADATA` | same |
 | cleaner plan / clean metadata / savepoint | `CLEANER_PLAN` / `CLEAN_METADATA` / `SAVEPOINT_METADATA` | same |
+| restore plan / metadata | `RESTORE_PLAN` / `RESTORE_METADATA_V6` | `RESTORE_PLAN` / `RESTORE_METADATA` |
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from tableservice.hudi.models.schemas_services import (
     INDEX_COMMIT_METADATA,
     INDEX_PLAN,
     LSM_TIMELINE_INSTANT,
+    RESTORE_METADATA,
+    RESTORE_METADATA_V6,
+    RESTORE_PLAN,
     ROLLBACK_METADATA,
     ROLLBACK_PLAN,
     SAVEPOINT_METADATA,
@@ -55,6 +59,8 @@ class Kind(enum.StrEnum):
     INDEX_PLAN = "HoodieIndexPlan"
     INDEX_COMMIT_METADATA = "HoodieIndexCommitMetadata"
     SAVEPOINT_METADATA = "HoodieSavepointMetadata"
+    RESTORE_PLAN = "HoodieRestorePlan"
+    RESTORE_METADATA = "HoodieRestoreMetadata"
     ARCHIVED_META_ENTRY = "HoodieArchivedMetaEntry"
     LSM_TIMELINE_INSTANT = "HoodieLSMTimelineInstant"
 
@@ -75,6 +81,8 @@ _V8: dict[Kind, dict[str, Any]] = {
     Kind.INDEX_PLAN: INDEX_PLAN,
     Kind.INDEX_COMMIT_METADATA: INDEX_COMMIT_METADATA,
     Kind.SAVEPOINT_METADATA: SAVEPOINT_METADATA,
+    Kind.RESTORE_PLAN: RESTORE_PLAN,
+    Kind.RESTORE_METADATA: RESTORE_METADATA,
     Kind.LSM_TIMELINE_INSTANT: LSM_TIMELINE_INSTANT,
 }
 _V6: dict[Kind, dict[str, Any]] = {
@@ -82,6 +90,7 @@ _V6: dict[Kind, dict[str, Any]] = {
     Kind.COMPACTION_PLAN: COMPACTION_PLAN_V6,
     Kind.REQUESTED_REPLACE_METADATA: REQUESTED_REPLACE_METADATA_V6,
     Kind.ARCHIVED_META_ENTRY: ARCHIVED_META_ENTRY,
+    Kind.RESTORE_METADATA: RESTORE_METADATA_V6,
 }
 
 

@@ -99,6 +99,45 @@ ROLLBACK_METADATA: dict[str, Any] = top_level(rollback_metadata_record())
 """`HoodieRollbackMetadata`, the same text in table versions 6, 8 and 9."""
 
 
+# --- restore ------------------------------------------------------------------------------------------------
+
+
+def restore_plan_record() -> dict[str, Any]:
+    return record(
+        "HoodieRestorePlan",
+        [
+            field("instantsToRollback", array(_instant_info(), props={"default": None}), default=[]),
+            field("version", ["int", "null"], default=2),
+            opt_str("savepointToRestoreTimestamp"),
+        ],
+    )
+
+
+def restore_metadata_record(*, with_extra_metadata: bool) -> dict[str, Any]:
+    rollbacks = array(opt(rollback_metadata_record()), props={"default": None, "name": "hoodieRollbackMetadata"})
+    fields = [
+        field("startRestoreTime", string()),
+        field("timeTakenInMillis", "long"),
+        field("instantsToRollback", string_array()),
+        field("hoodieRestoreMetadata", map_of(rollbacks)),
+        version_field(),
+        field("restoreInstantInfo", array(_instant_info(), props={"default": None}), default=[]),
+    ]
+    if with_extra_metadata:
+        fields.append(extra_metadata_field())
+    return record("HoodieRestoreMetadata", fields)
+
+
+RESTORE_PLAN: dict[str, Any] = top_level(restore_plan_record())
+"""`HoodieRestorePlan` with `savepointToRestoreTimestamp` (plan version 2, written by Hudi 0.14 on)."""
+
+RESTORE_METADATA_V6: dict[str, Any] = top_level(restore_metadata_record(with_extra_metadata=False))
+"""`HoodieRestoreMetadata` of Hudi 0.14/0.15 (no `extraMetadata`)."""
+
+RESTORE_METADATA: dict[str, Any] = top_level(restore_metadata_record(with_extra_metadata=True))
+"""`HoodieRestoreMetadata` of Hudi 1.x (with `extraMetadata`)."""
+
+
 # --- indexing -----------------------------------------------------------------------------------------------
 
 _INDEX_VERSION_DOC = "This field replaces the field filesToBeDeletedPerPartition"
