@@ -18,6 +18,7 @@ from tableservice.cli import (
     lock_cmd,
     pause_cmd,
     plan_cmd,
+    report_cmd,
     service_cmd,
     table_cmd,
 )
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     daemon_cmd.register(sub)
     history_cmd.register(sub)
+    report_cmd.register(sub)
     table_cmd.register(sub)
     generate_cmd.register(sub)
     demo_cmd.register(sub)

@@ -105,4 +105,11 @@ def _effects(a: dict[str, Any]) -> str:
         parts.append(f"{a['instants_archived']} instants archived")
     if a.get("failed_writes_rolled_back"):
         parts.append(f"{a['failed_writes_rolled_back']} failed writes rolled back")
+    if a.get("spark_seconds"):
+        parts.append(f"Spark {float(a['spark_seconds']):.1f}s")
+    if a.get("file_groups_before"):
+        parts.append(
+            f"{a['file_groups_before']} file groups read from {a.get('files_before', 0)} files -> "
+            f"{a.get('file_groups_after', 0)} from {a.get('files_after', 0)}"
+        )
     return "".join(f"; {p}" for p in parts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from tableservice.config.cost import CostSettings
 from tableservice.config.discovery import discover_tables, glob_regex
 from tableservice.config.identity import NameClash, hoodie_table_name, named_tables, resolve_named_tables
 from tableservice.config.load import (
@@ -92,6 +93,7 @@ __all__ = [
     "CompactionPolicySettings",
     "ConfigIssue",
     "ConfigValidationError",
+    "CostSettings",
     "DaemonConfig",
     "DiscoveryRoot",
     "HistorySettings",

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic import model_validator as _model_validator
 
+from tableservice.config.cost import CostSettings
 from tableservice.config.discovery import discover_tables, glob_regex
 from tableservice.config.locks import LockSettings, merge_locks
 from tableservice.config.policy import HudiValue, PolicySet, merge_policy
@@ -118,6 +119,7 @@ class ServiceSettings(_Section):
     http: HttpSettings = HttpSettings()
     log: LogSettings = LogSettings()
     history: HistorySettings = HistorySettings()
+    cost: CostSettings = CostSettings()
 
 
 # --- spark -------------------------------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ from typing import Protocol, TypeVar
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.metrics import MetricWrapperBase
 
+from tableservice.config.cost import REQUEST_KINDS
+
 _M = TypeVar("_M", bound=MetricWrapperBase)
-REQUEST_KINDS = ("get", "put", "list", "head", "delete")
 
 
 class _Child(Protocol):

@@ -37,6 +37,7 @@ from tableservice.executors.spark import SparkExecutor
 from tableservice.metrics import Metrics, new_metrics
 from tableservice.service.history import ActionHistory, answer_query
 from tableservice.service.http import ConnectionStats, HealthState, HttpLimits, serve_http, service_routes
+from tableservice.service.ledger import answer_report
 from tableservice.service.scheduler import PriorityCapacity
 from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableStatus
 from tableservice.service.table_worker import TableWorker
@@ -125,6 +126,13 @@ class Daemon:
             return 404, {"error": "the action history is off (service.history.enabled is false)"}
         return answer_query(history, query)
 
+    def report_answer(self, query: str) -> tuple[int, object]:
+        """/report: the cost ledger over the history (blocking: reads the history file)."""
+        history = self.history
+        if history is None:
+            return 404, {"error": "the action history is off (service.history.enabled is false): no ledger"}
+        return answer_report(history, query, self.config.service.cost)
+
     # --- main loop ---------------------------------------------------------------------------------
 
     async def run(self) -> int:
@@ -144,7 +152,11 @@ class Daemon:
         try:
             async with anyio.create_task_group() as tg:
                 routes = service_routes(
-                    metrics=self.metrics, health=self.health, status=self.status, history=self.history_answer
+                    metrics=self.metrics,
+                    health=self.health,
+                    status=self.status,
+                    history=self.history_answer,
+                    report=self.report_answer,
                 )
                 serve = partial(
                     serve_http,
@@ -154,7 +166,7 @@ class Daemon:
                 )
                 self.http_port = await tg.start(serve, http.host, http.port, routes)
                 log.info(
-                    "serving /metrics, /healthz, /readyz, /status and /history%s on %s:%s",
+                    "serving /metrics, /healthz, /readyz, /status, /history and /report%s on %s:%s",
                     " (with the bearer token)" if token else "",
                     http.host,
                     self.http_port,

@@ -42,6 +42,8 @@ __all__ = [
     "answer_query",
     "default_history_path",
     "history_path",
+    "iso_time",
+    "parse_query",
     "parse_since",
 ]
 
@@ -90,6 +92,7 @@ class ActionRecord:
     requests_put: int = 0
     requests_list: int = 0
     requests_head: int = 0
+    requests_post: int = 0
     requests_delete: int = 0
     # and what it bought: the read path of the file groups it rewrote, before and after
     log_files_removed: int = 0
@@ -104,8 +107,8 @@ class ActionRecord:
         """The record with ISO-8601 (UTC) times beside the unix ones, and its duration."""
         doc = asdict(self)
         doc["outcome"] = str(self.outcome)
-        doc["start"] = _iso(self.started)
-        doc["end"] = _iso(self.ended)
+        doc["start"] = iso_time(self.started)
+        doc["end"] = iso_time(self.ended)
         doc["duration_seconds"] = round(self.ended - self.started, 3)
         return doc
 
@@ -147,7 +150,7 @@ def _select(present: set[str]) -> str:
     return "SELECT id, " + ", ".join(f'"{c}"' if c in present else f'0 AS "{c}"' for c in _COLUMNS) + " FROM actions"
 
 
-def _iso(unix: float) -> str:
+def iso_time(unix: float) -> str:
     return datetime.fromtimestamp(unix, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -410,34 +413,43 @@ def action_record(
     )
 
 
-def answer_query(history: ActionHistory, query: str, now: float | None = None) -> tuple[int, dict[str, Any]]:
-    """The /history answer to the query string `query` (`table`, `since`, `limit`): (HTTP status, JSON document).
-    Blocking (reads the file)."""
+def parse_query(query: str, allowed: tuple[str, ...], now: float | None = None) -> dict[str, Any] | str:
+    """`table`, `since` (unix seconds) and `limit` from a query string of the history routes, or the problem."""
     try:
         params = urllib.parse.parse_qs(query, keep_blank_values=True, strict_parsing=False, max_num_fields=16)
     except ValueError as e:
-        return 400, {"error": f"malformed query string: {e}"}
-    unknown = sorted(set(params) - {"table", "since", "limit"})
+        return f"malformed query string: {e}"
+    unknown = sorted(set(params) - set(allowed))
     if unknown:
-        return 400, {"error": f"unknown query parameters {', '.join(unknown)}: expected table, since, limit"}
+        return f"unknown query parameters {', '.join(unknown)}: expected {', '.join(allowed)}"
     repeated = sorted(k for k, v in params.items() if len(v) > 1)
     if repeated:
-        return 400, {"error": f"query parameters given more than once: {', '.join(repeated)}"}
-    table = params["table"][0] if "table" in params else None
+        return f"query parameters given more than once: {', '.join(repeated)}"
+    out: dict[str, Any] = {"table": params["table"][0] if "table" in params else None}
     try:
-        since = parse_since(params["since"][0], now) if "since" in params else None
-        limit = int(params["limit"][0]) if "limit" in params else DEFAULT_LIMIT
+        out["since"] = parse_since(params["since"][0], now) if "since" in params else None
+        out["limit"] = int(params["limit"][0]) if "limit" in params else DEFAULT_LIMIT
     except ValueError as e:
-        return 400, {"error": str(e)}
-    if not 1 <= limit <= MAX_LIMIT:
-        return 400, {"error": f"limit={limit}: expected 1 to {MAX_LIMIT}"}
+        return str(e)
+    if not 1 <= out["limit"] <= MAX_LIMIT:
+        return f"limit={out['limit']}: expected 1 to {MAX_LIMIT}"
+    return out
+
+
+def answer_query(history: ActionHistory, query: str, now: float | None = None) -> tuple[int, dict[str, Any]]:
+    """The /history answer to the query string `query` (`table`, `since`, `limit`): (HTTP status, JSON document).
+    Blocking (reads the file)."""
+    parsed = parse_query(query, ("table", "since", "limit"), now)
+    if isinstance(parsed, str):
+        return 400, {"error": parsed}
+    table, since, limit = parsed["table"], parsed["since"], parsed["limit"]
     try:
         records = history.query(table=table, since=since, limit=limit)
     except HistoryError as e:
         return 503, {"error": str(e)}
     return 200, {
         "table": table,
-        "since": None if since is None else _iso(since),
+        "since": None if since is None else iso_time(since),
         "limit": limit,
         "actions": [r.to_json() for r in records],
     }

@@ -6,6 +6,7 @@
     /status    JSON from a callable the service provides (table state); needs the bearer token when one is set
     /history   JSON of the actions the daemon ran (`service/history.py`), query `table`, `since`, `limit`; needs
                the bearer token when one is set
+    /report    JSON of the cost ledger (`service/ledger.py`), query `table`, `since`; needs the bearer token
 
 The server answers GET and HEAD, one request per connection (`Connection: close`), 404 for unknown paths and
 405 for other methods on known ones.
@@ -129,9 +130,10 @@ def service_routes(
     health: HealthState,
     status: Callable[[], object] | None = None,
     history: Callable[[str], tuple[int, object]] | None = None,
+    report: Callable[[str], tuple[int, object]] | None = None,
 ) -> dict[str, Handler]:
     """The daemon's routes: /metrics, /healthz, /readyz and, when `status` is given, /status, when `history` is
-    given, /history.
+    given, /history, when `report` is given, /report (the cost ledger; answered like `history`).
 
     `status` returns the JSON-serialisable state of the service; it runs on the event loop, so it must be
     quick and not block. `history` answers a query string with an HTTP status and a JSON-serialisable document;
@@ -158,15 +160,20 @@ def service_routes(
             return Response.json(200, status_callable())
 
         routes["/status"] = status_route
-    if history is not None:
-        history_callable = history
-
-        async def history_route(request: Request) -> Response:
-            code, document = await anyio.to_thread.run_sync(history_callable, request.query)
-            return Response.json(code, document)
-
-        routes["/history"] = history_route
+    for path, answer in (("/history", history), ("/report", report)):
+        if answer is not None:
+            routes[path] = _threaded(answer)
     return routes
+
+
+def _threaded(answer: Callable[[str], tuple[int, object]]) -> Handler:
+    """A route answering a query string from a worker thread (it may block: it reads a file)."""
+
+    async def route(request: Request) -> Response:
+        code, document = await anyio.to_thread.run_sync(answer, request.query)
+        return Response.json(code, document)
+
+    return route
 
 
 def log_exposure(addresses: Iterable[tuple[str, int]], protected_paths: Collection[str], *, has_token: bool) -> bool:
