@@ -16,7 +16,8 @@ class CostSettings(BaseModel):
     executor_hour: float | None = Field(default=None, ge=0, le=10_000, allow_inf_nan=False)
     """Price of one executor hour (one Spark task slot busy for an hour)."""
     per_1000_requests: dict[str, float] = Field(default_factory=dict)
-    """Price of 1,000 object-store requests by kind: get, put, list, head, post, delete (S3 bills LIST and POST as PUT-class)."""
+    """Price of 1,000 object-store requests by kind: get, put, list, head, post, delete (S3 bills LIST and POST
+    as PUT-class)."""
 
     @field_validator("per_1000_requests")
     @classmethod

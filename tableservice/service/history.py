@@ -407,6 +407,7 @@ def action_record(
         }
         if done.benefit is not None:
             counts.update(asdict(done.benefit))
+        counts.update({f"requests_{kind.lower()}": n for kind, n in done.requests.items()})
     ended = max(started, time.time())
     return ActionRecord(
         table, action, instant, started, ended, outcome, error=error, spark_seconds=spark_seconds, **counts

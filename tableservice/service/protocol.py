@@ -8,7 +8,8 @@ one class implementing `TableService` and one entry in `services_for`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from tableservice.hudi.table.hudi_table import TableSnapshot
@@ -46,6 +47,7 @@ class Outcome:
     instants_archived: int = 0
     failed_writes_rolled_back: int = 0  # rollback of a failed write (not the resumption of a rollback)
     executor_seconds: float = 0.0  # the tasks' own run time, summed
+    requests: Mapping[str, int] = field(default_factory=dict)  # object-store requests by kind (lower case)
     benefit: ReadPathBenefit | None = None  # compaction, clustering: the read path before and after
 
 

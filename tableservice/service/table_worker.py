@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import TypeVar
 
 from tableservice.errors import (
@@ -33,6 +32,7 @@ from tableservice.planning.due import Due
 from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.history import ActionHistory, ActionOutcome, action_record
 from tableservice.service.holds import SERVICE_WIDE, Holds
+from tableservice.service.outcome_metrics import record_outcome
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
@@ -495,31 +495,7 @@ class TableWorker:
             self._guarded("metadata_verify", t, result, lambda: verify_in_step(ctx.table))
         if self.metrics is None:
             return
-        self.metrics.record_effects(
-            self.label,
-            svc.name,
-            finished_at=time.time(),
-            files_deleted=outcome.files_deleted,
-            bytes_deleted=outcome.bytes_deleted,
-            instants_archived=outcome.instants_archived,
-            failed_writes_rolled_back=outcome.failed_writes_rolled_back,
-        )
-        if outcome.executor_seconds:
-            self.metrics.ledger.record_cost(
-                self.label, svc.name, executor_seconds=outcome.executor_seconds, requests={}
-            )
-        if outcome.benefit is not None:
-            self.metrics.ledger.record_benefit(self.label, svc.name, **asdict(outcome.benefit))
-        if outcome.bytes_read or outcome.bytes_written or outcome.records_read or outcome.records_written:
-            self.metrics.record_io(
-                self.label,
-                svc.name,
-                bytes_read=outcome.bytes_read,
-                bytes_written=outcome.bytes_written,
-                records_read=outcome.records_read,
-                records_written=outcome.records_written,
-                log_files_compacted=outcome.log_files_compacted,
-            )
+        record_outcome(self.metrics, self.label, svc.name, outcome)
 
 
 def verify_in_step(table: HudiTable) -> None:

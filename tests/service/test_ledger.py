@@ -125,7 +125,8 @@ def test_report_command_offline(tmp_path: Path, capsys: pytest.CaptureFixture[st
     history.close()
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        f"service:\n  history: {{path: {history_file}}}\n  cost: {{executor_hour: 0.5, per_1000_requests: {{get: 1}}}}\n"
+        f"service:\n  history: {{path: {history_file}}}\n"
+        "  cost: {executor_hour: 0.5, per_1000_requests: {get: 1}}\n"
     )
     assert main(["report", "--config", str(cfg), "--offline", "--since", "1d"]) == 0
     out = capsys.readouterr().out
@@ -175,7 +176,7 @@ def test_a_compaction_records_its_cost_and_benefit(tmp_path: Path, spark_executo
     assert record.log_bytes_removed == log_bytes
     done = HudiTable.open(Storage(), path).timeline().get(planned.requested_time, Action.COMPACTION)
     assert done is not None and done.is_completed
-    stats = [s for ss in table.commit_metadata(done).partition_to_write_stats.values() for s in ss]
+    stats = [s for ss in table.commit_metadata(done).partition_to_write_stats.values() for s in ss]  # type: ignore[union-attr]
     upsert_ms = sum(s.runtime_stats.total_upsert_time or 0 for s in stats if s.runtime_stats)
     assert upsert_ms > 0 and record.executor_seconds == pytest.approx(upsert_ms / 1000)
     assert 0 < record.spark_seconds <= record.ended - record.started
