@@ -101,7 +101,7 @@ def main() -> int:
     try:
         tasks = hudi_tasks(hudi_path, args.groups)
         started = time.perf_counter()
-        stats = executor.run_tasks(tasks, tag="bench-clustering", description="bench clustering")
+        stats = executor.run_tasks(tasks, tag="bench-clustering", description="bench clustering").stats
         ours = time.perf_counter() - started
     finally:
         executor.stop()

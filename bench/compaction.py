@@ -62,7 +62,7 @@ def spark_run(path: Path, master: str, instant: str) -> tuple[float, int, int]:
         table = HudiTable.open(Storage(), str(path))
         tasks = tasks_for(table, instant, "0-0-0")
         started = time.perf_counter()
-        stats = executor.run_tasks(tasks, tag=f"bench-{master}", description="bench")
+        stats = executor.run_tasks(tasks, tag=f"bench-{master}", description="bench").stats
         seconds = time.perf_counter() - started
         rows = sum(s.num_writes or 0 for s in stats)
         return seconds, rows, executor.last_peak_rss_kb

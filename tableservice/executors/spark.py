@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,7 @@ from tableservice import errors
 from tableservice.errors import PermanentError, RetryableError, SparkJobError, TableServiceError
 from tableservice.executors.jvm_output import classic_session
 from tableservice.hudi.action.tasks import Task, run_task, task_from_json
+from tableservice.hudi.file_group.records_read import counting_records
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.storage import Storage, StorageOptions
 
@@ -83,29 +85,52 @@ def _task_worker(payload: Sequence[str]) -> Callable[[Iterable[pa.RecordBatch]],
     return run
 
 
+_RESULT_SCHEMA = "stat string, peak_rss_kb long, task_seconds double, records_read long"
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What one action's job did: the write stats of every file written, and what its tasks measured themselves
+    (run time, records read by merged reads, the highest Python worker peak RSS)."""
+
+    stats: list[HoodieWriteStat]
+    executor_seconds: float = 0.0
+    records_read: int = 0
+    peak_rss_kb: int = 0
+
+
 def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
-    """Executor side of a job: task indexes in, one write stat JSON (and the Python worker's peak
-    resident memory so far, in KiB) per task out."""
+    """Executor side of a job: task indexes in; out, one row per file written (its write stat JSON) and one per
+    task (no stat: the task's run time and records read), each with the Python worker's peak RSS so far (KiB)."""
     token = _task_context_token()
     storages: dict[str, Storage] = {}
     for batch in batches:
-        out: list[str] = []
-        peaks: list[int] = []
+        rows: dict[str, list[Any]] = {"stat": [], "peak_rss_kb": [], "task_seconds": [], "records_read": []}
         for index in batch.column(0).to_pylist():
             task = task_from_json(payload[index])
             opts = task.extra.get("storage_options", "{}")
             storage = storages.get(opts)
             if storage is None:
                 storage = storages[opts] = Storage(StorageOptions(**json.loads(opts)) if opts != "{}" else None)
+            started = time.monotonic()
             try:
-                written = run_task(storage, task, token)
+                with counting_records() as records:
+                    written = run_task(storage, task, token)
             except TableServiceError as e:  # travels to the driver inside Spark's error text
                 raise RuntimeError(encode_task_error(e, task.table_name)) from e
-            for stat in written:
-                out.append(stat.model_dump_json(by_alias=True))
-                peaks.append(_peak_rss_kb())
+            measured = [(None, time.monotonic() - started, records.records)]
+            for stat, seconds, count in [*((w.model_dump_json(by_alias=True), 0.0, 0) for w in written), *measured]:
+                rows["stat"].append(stat)
+                rows["peak_rss_kb"].append(_peak_rss_kb())
+                rows["task_seconds"].append(seconds)
+                rows["records_read"].append(count)
         yield pa.RecordBatch.from_pydict(
-            {"stat": pa.array(out, pa.string()), "peak_rss_kb": pa.array(peaks, pa.int64())}
+            {
+                "stat": pa.array(rows["stat"], pa.string()),
+                "peak_rss_kb": pa.array(rows["peak_rss_kb"], pa.int64()),
+                "task_seconds": pa.array(rows["task_seconds"], pa.float64()),
+                "records_read": pa.array(rows["records_read"], pa.int64()),
+            }
         )
 
 
@@ -229,20 +254,25 @@ class SparkExecutor:
         description: str,
         storage_options: StorageOptions | None = None,
         parallelism: int | None = None,
-    ) -> list[HoodieWriteStat]:
-        """Run one action's tasks (compaction operations or clustering groups) as one Spark job; returns the
-        write stats of every file written."""
+    ) -> JobResult:
+        """Run one action's tasks (compaction operations or clustering groups) as one Spark job: the write stats
+        of every file written and what the tasks measured."""
         if not tasks:
-            return []
+            return JobResult([])
         spark = self.session
         payload, partitions = self.spread(tasks, storage_options, parallelism)
         with spark_job(spark, tag, description):
             # Task i is row i of a range: no shuffle, and each Spark task runs its share of the operations.
             df = spark.range(0, len(payload), 1, partitions)
-            rows = df.mapInArrow(_task_worker(payload), "stat string, peak_rss_kb long").collect()
-        stats = [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows]
-        self.last_peak_rss_kb = max((int(r["peak_rss_kb"]) for r in rows), default=0)
-        return stats
+            rows = df.mapInArrow(_task_worker(payload), _RESULT_SCHEMA).collect()
+        peak = max((int(r["peak_rss_kb"]) for r in rows), default=0)
+        self.last_peak_rss_kb = peak
+        return JobResult(
+            [HoodieWriteStat.model_validate_json(r["stat"]) for r in rows if r["stat"] is not None],
+            executor_seconds=sum(float(r["task_seconds"]) for r in rows),
+            records_read=sum(int(r["records_read"]) for r in rows),
+            peak_rss_kb=peak,
+        )
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 
 from tableservice.errors import InstantNotPendingError, InvalidPlanError
-from tableservice.executors.spark import SparkExecutor, job_tag
+from tableservice.executors.spark import JobResult, SparkExecutor, job_tag
 from tableservice.hudi.action.commit import ConflictCheck, WriteStats, complete
 from tableservice.hudi.action.compact import start_attempt
 from tableservice.hudi.action.rollback import rollback
@@ -121,10 +121,10 @@ def run_plan(
     checks: Sequence[ConflictCheck] = (),
     lease: LockHandle | None = None,
     parallelism: int | None = None,
-) -> tuple[Instant, WriteStats]:
+) -> tuple[Instant, WriteStats, JobResult]:
     """Run a requested plan's tasks and complete its instant through the commit path (see the module docstring);
-    returns the completed instant and the write stats committed. A conflict check raises, or returns the stats that
-    may still be committed: the commit path deletes the files of the others."""
+    returns the completed instant, the write stats committed and the job's own measures. A conflict check raises,
+    or returns the stats that may still be committed: the commit path deletes the files of the others."""
     table = ctx.table
     t = instant.requested_time
     inflight = table.active.transition_to_inflight(instant)
@@ -134,7 +134,7 @@ def run_plan(
     try:
         ctx.executor.start()  # a no-op once started: the job's time below excludes Spark's start-up
         job_started = time.monotonic()
-        stats = ctx.executor.run_tasks(
+        job = ctx.executor.run_tasks(
             fenced,
             tag=job_tag(table.name, action, t),
             description=f"{action} {table.name} {t}",
@@ -142,6 +142,7 @@ def run_plan(
             parallelism=parallelism,
         )
         ctx.hooks.spark_job(action, time.monotonic() - job_started)
+        stats = job.stats
         removed = reconcile_attempt_files(ctx, inflight, stats, partitions)
         if removed:
             log.info("removed %d files of failed task attempts", removed, extra={"table": table.label, "instant": t})
@@ -157,4 +158,4 @@ def run_plan(
         delete_markers(table.storage, table.base_path, t)
     finally:
         heartbeat.stop()
-    return done, kept
+    return done, kept, job

@@ -50,6 +50,8 @@ class ClusteringResult:
     files_read: int = 0  # base and log files of the replaced file slices
     log_files_read: int = 0
     log_bytes_read: int = 0
+    executor_seconds: float = 0.0  # the tasks' run time, as they measured it
+    records_read: int = 0  # base rows and log records the merged reads read
 
     def benefit(self) -> ReadPathBenefit:
         """The replaced file groups were read from all their base and log files; the new ones from one file each."""
@@ -173,7 +175,7 @@ def execute_clustering(
     replaced_t = {p: tuple(v) for p, v in replaced.items()}
     schema_json = avro_schema_to_json(table.latest_schema(timeline) or {})
     try:
-        done, stats = run_plan(
+        done, stats, job = run_plan(
             ctx,
             instant,
             clustering_tasks(
@@ -214,6 +216,8 @@ def execute_clustering(
         files_read=sum((1 if s.base_file else 0) + len(s.log_files) for s in slices),
         log_files_read=sum(len(s.log_files) for s in slices),
         log_bytes_read=sum(g.log_bytes for g in groups),
+        executor_seconds=job.executor_seconds,
+        records_read=job.records_read,
     )
 
 
@@ -240,5 +244,7 @@ class ClusteringService(ServiceBase[ClusteringPolicy]):
             bytes_read=done.bytes_read,
             bytes_written=done.bytes_written,
             records_written=done.records_written,
+            records_read=done.records_read,
+            executor_seconds=done.executor_seconds,
             benefit=done.benefit(),
         )

@@ -46,6 +46,8 @@ class CompactionResult:
     instant: Instant
     stats: tuple[HoodieWriteStat, ...]
     seconds: float
+    executor_seconds: float = 0.0  # the tasks' run time, as they measured it
+    records_read: int = 0  # base rows and log records the merged reads read
 
     @property
     def bytes_written(self) -> int:
@@ -62,11 +64,6 @@ class CompactionResult:
     @property
     def log_files_compacted(self) -> int:
         return sum(s.total_log_files_compacted or 0 for s in self.stats)
-
-    @property
-    def executor_seconds(self) -> float:
-        """The tasks' merge-and-write time, from the write stats' runtime stats (Hudi's totalUpsertTime)."""
-        return sum((s.runtime_stats.total_upsert_time or 0) for s in self.stats if s.runtime_stats) / 1000
 
     def benefit(self) -> ReadPathBenefit:
         """Each compacted file group was read from its base file (when it had one) and its log files; it is now
@@ -174,7 +171,7 @@ def execute_compaction(
     ops = validate_compaction_plan(table, instant, plan, plan_file=plan_file)
     check_committed_inputs(table, timeline, [(op.partition, op) for op in ops], before=instant.requested_time)
     schema_json = avro_schema_to_json(table.latest_schema(timeline) or {})
-    done, stats = run_plan(
+    done, stats, job = run_plan(
         ctx,
         instant,
         compaction_tasks(table, timeline, instant.requested_time, ops, compression=ctx.compression),
@@ -192,7 +189,7 @@ def execute_compaction(
         seconds,
         extra={"table": table.label, "instant": instant_time, "action": "compaction"},
     )
-    return CompactionResult(done, tuple(stats), seconds)
+    return CompactionResult(done, tuple(stats), seconds, job.executor_seconds, job.records_read)
 
 
 class CompactionService(ServiceBase[CompactionPolicy]):
@@ -230,5 +227,6 @@ class CompactionService(ServiceBase[CompactionPolicy]):
             records_written=done.records_written,
             log_files_compacted=done.log_files_compacted,
             executor_seconds=done.executor_seconds,
+            records_read=done.records_read,
             benefit=done.benefit(),
         )

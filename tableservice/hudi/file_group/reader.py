@@ -35,6 +35,7 @@ from tableservice.hudi.file_group.log_format import (
     iter_log_blocks,
 )
 from tableservice.hudi.file_group.merge import DeltaRecords, MergeConfig, merge_base_batch, remaining_inserts
+from tableservice.hudi.file_group.records_read import note_records_read
 from tableservice.hudi.table.fs_view import BaseFile, FileSlice, FileSystemView
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.storage import Storage
@@ -231,12 +232,15 @@ class FileGroupReader:
             self.last_stats = ScanStats()
             if slice_.base_file is not None:
                 for batch in self.iter_base(slice_.base_file, columns):
+                    note_records_read(batch.num_rows)
                     yield _align(pa.Table.from_batches([batch]), target, columns)
             return
         delta = self.delta_records(slice_)
+        note_records_read(self.last_stats.log_records)
         matched = delta.new_match_mask()
         if slice_.base_file is not None:
             for batch in self.iter_base(slice_.base_file):
+                note_records_read(batch.num_rows)
                 merged = merge_base_batch(batch, delta, schema=target, matched=matched)
                 yield _align(merged, target, columns)
         inserts = remaining_inserts(delta, matched, schema=target)
