@@ -195,8 +195,8 @@ def test_budget_follows_hudis_spillable_map_rules() -> None:
     assert compaction_memory_budget(None, 0.5, conf) == int(eight * 0.4 / 4 * 0.5)
     conf2 = {**conf, "spark.task.cpus": "2", "spark.memory.fraction": "0.5"}
     assert compaction_memory_budget(None, 0.6, conf2) == int(eight * 0.5 / 2 * 0.6)
-    # Hudi reads an unset executor memory as "1024" (bytes): the 100 MiB floor
-    assert compaction_memory_budget(None, 0.6, {}) == MIN_MEMORY
+    assert compaction_memory_budget(None, 0.6, {"spark.executor.memory": "300m"}) == MIN_MEMORY  # the floor
+    assert compaction_memory_budget(None, 0.6, {"spark.master": "local[2]"}) == DEFAULT_MAX_MEMORY
     assert spark_bytes("512m") == 512 << 20 and spark_bytes("1024") == 1024 and spark_bytes("2G") == 2 << 30
     with pytest.raises(ValueError, match="not a Spark memory size"):
         spark_bytes("lots")

@@ -4,11 +4,12 @@ files go to, framed Arrow IPC runs and the bucket hash of record keys. The merge
 
 Budget semantics follow Hudi's `IOUtils.getMaxMemoryPerCompaction`:
 - `hoodie.memory.compaction.max.size` (bytes), when set, is the budget.
-- Otherwise `hoodie.memory.compaction.fraction` (0.6) of the executor's user memory per task:
-  `spark.executor.memory × (1 - spark.memory.fraction) / (spark.executor.cores / spark.task.cpus)`, at least
-  100 MiB. Spark's memory strings without a unit are bytes, and an unset `spark.executor.memory` reads as
-  Hudi's literal default "1024" (1024 bytes), so the 100 MiB floor applies then, as in Hudi.
-- Without any engine (no Spark configuration known) the budget is 1 GiB.
+- Otherwise, when `spark.executor.memory` is set, `hoodie.memory.compaction.fraction` (0.6) of the executor's
+  user memory per task: `spark.executor.memory × (1 - spark.memory.fraction) / (spark.executor.cores /
+  spark.task.cpus)`, at least 100 MiB (Spark's memory strings without a unit are bytes).
+- Otherwise 1 GiB, Hudi's budget without engine properties. (Hudi on Spark reads an unset
+  `spark.executor.memory` as the string "1024", i.e. 1024 bytes, and lands on the 100 MiB floor; with a local
+  master that setting does not size anything, so the no-engine default is taken instead.)
 
 Spill files live in a private folder under the executor's local directories (`SPARK_LOCAL_DIRS`, which Spark
 sets for its Python workers; else the system temp dir), removed on every exit path.
@@ -67,9 +68,9 @@ def compaction_memory_budget(
     """The memory budget (bytes) of one compaction task, as Hudi's `IOUtils.getMaxMemoryPerCompaction`."""
     if max_size is not None:
         return max_size
-    if spark_conf is None:
+    if spark_conf is None or "spark.executor.memory" not in spark_conf:
         return DEFAULT_MAX_MEMORY
-    executor_memory = spark_bytes(spark_conf.get("spark.executor.memory", "1024"))
+    executor_memory = spark_bytes(spark_conf["spark.executor.memory"])
     memory_fraction = float(spark_conf.get("spark.memory.fraction", "0.6"))
     cores = int(spark_conf.get("spark.executor.cores", "1"))
     task_cpus = int(spark_conf.get("spark.task.cpus", "1"))
