@@ -18,6 +18,7 @@ from tableservice.hudi.action.committed_inputs import check_committed_inputs
 from tableservice.hudi.action.compact import compaction_commit_metadata
 from tableservice.hudi.action.conflicts import without_replaced_groups
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
+from tableservice.hudi.file_group.spill import compaction_memory_budget
 from tableservice.hudi.models import HoodieCompactionPlan, HoodieWriteStat, encode_compaction_plan
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable, Requested, TableSnapshot
@@ -157,10 +158,16 @@ def _checked_plan(
 
 
 def execute_compaction(
-    ctx: TableContext, instant_time: str, *, parallelism: int | None = None, lease: LockHandle | None = None
+    ctx: TableContext,
+    instant_time: str,
+    *,
+    parallelism: int | None = None,
+    lease: LockHandle | None = None,
+    memory_budget: int | None = None,
 ) -> CompactionResult:
     """Run a pending compaction (ours or a writer's) to completion. With an executor `lease`, the commit is
-    abandoned (LockLostError) if the lease was lost meanwhile: another replica may be running the plan."""
+    abandoned (LockLostError) if the lease was lost meanwhile: another replica may be running the plan.
+    `memory_budget`: bytes each task's merge may hold before it spills (None: unbounded)."""
     started = time.monotonic()
     table = ctx.table
     check_supported(table)
@@ -174,7 +181,9 @@ def execute_compaction(
     done, stats, job = run_plan(
         ctx,
         instant,
-        compaction_tasks(table, timeline, instant.requested_time, ops, compression=ctx.compression),
+        compaction_tasks(
+            table, timeline, instant.requested_time, ops, compression=ctx.compression, memory_budget=memory_budget
+        ),
         action="compaction",
         partitions={op.partition for op in ops},
         metadata=lambda stats: compaction_commit_metadata(stats, schema_json),
@@ -217,7 +226,9 @@ class CompactionService(ServiceBase[CompactionPolicy]):
             raise SchedulingDeferred(f"compaction deferred: {e.problem}") from e
 
     def execute(self, ctx: TableContext, instant: Instant, lease: LockHandle) -> Outcome:
-        done = execute_compaction(ctx, instant.requested_time, lease=lease)
+        policy = self.settings.policy
+        budget = compaction_memory_budget(policy.memory_max_size, policy.memory_fraction, ctx.executor.settings.conf)
+        done = execute_compaction(ctx, instant.requested_time, lease=lease, memory_budget=budget)
         return Outcome(
             self.name,
             done.instant,

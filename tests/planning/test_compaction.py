@@ -628,6 +628,7 @@ def test_policy_defaults_keys_and_errors() -> None:
         "hoodie.compaction.logfile.size.threshold": "0",
         "hoodie.compaction.daybased.target.partitions": "10",
         "hoodie.parquet.max.file.size": "125829120",
+        "hoodie.memory.compaction.fraction": "0.6",
     }
     assert CompactionPolicy.from_mapping(p.to_mapping()) == p
     q = CompactionPolicy.from_mapping(
@@ -655,6 +656,25 @@ def test_policy_defaults_keys_and_errors() -> None:
         CompactionPolicy.from_mapping({"tableservice.compaction.log.bytes.threshold": "off"}).log_bytes_threshold
         is None
     )
+
+
+def test_policy_memory_keys_are_checked() -> None:
+    memory = CompactionPolicy.from_mapping(
+        {"hoodie.memory.compaction.max.size": "268435456", "hoodie.memory.compaction.fraction": "0.25"}
+    )
+    assert (memory.memory_max_size, memory.memory_fraction) == (268_435_456, 0.25)
+    assert CompactionPolicy().memory_max_size is None
+    bad = [
+        ("hoodie.memory.compaction.max.size", "0"),
+        ("hoodie.memory.compaction.max.size", str((1 << 40) + 1)),
+        ("hoodie.memory.compaction.max.size", "2.5"),
+        ("hoodie.memory.compaction.fraction", "0"),
+        ("hoodie.memory.compaction.fraction", "1.5"),
+        ("hoodie.memory.compaction.fraction", "nan"),
+    ]
+    for key, value in bad:
+        with pytest.raises(ConfigError, match=rf"{key}='{value}'"):
+            CompactionPolicy.from_mapping({key: value})
 
 
 # --- (c) validation --------------------------------------------------------------------------------------------

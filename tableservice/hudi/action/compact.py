@@ -58,6 +58,7 @@ class CompactionTask:
     extra: dict[str, str] = field(default_factory=dict)
     kind: str = "compaction"
     pending_instants: tuple[str, ...] = ()  # never treated as archived
+    memory_budget: int | None = None  # bytes of log records before the merge spills (None: unbounded)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -116,6 +117,7 @@ def task_reader(storage: Storage, task: Any) -> FileGroupReader:
             as_of=task.instant_time,
             pending=frozenset(task.pending_instants),
         ),
+        memory_budget=getattr(task, "memory_budget", None),
     )
 
 
@@ -147,18 +149,23 @@ def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteSt
     create_marker(storage, task.base_path, task.instant_time, task.partition_path, name, MarkerType.CREATE)
     location = join(partition_location(task.base_path, task.partition_path), name)
 
+    parts = reader.read_slice(slice_)
+
     def batches() -> Iterator[pa.Table]:
-        for part in reader.read_slice(slice_):
+        for part in parts:
             yield _with_file_name(part, name)
 
-    result = write_base_file(
-        storage,
-        location,
-        _as_batches(batches()),
-        avro_schema=task.avro_schema,
-        compression=task.compression,
-        file_name=name,
-    )
+    try:
+        result = write_base_file(
+            storage,
+            location,
+            _as_batches(batches()),
+            avro_schema=task.avro_schema,
+            compression=task.compression,
+            file_name=name,
+        )
+    finally:
+        parts.close()  # a bounded merge removes its spill files now, also when the write failed
     try:
         _check_attempt(storage, task)
     except StaleAttemptError:

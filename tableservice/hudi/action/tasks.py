@@ -141,8 +141,10 @@ def compaction_tasks(
     *,
     compression: str = "gzip",
     write_token: str = "0-0-0",
+    memory_budget: int | None = None,
 ) -> list[CompactionTask]:
-    """One task per file slice, each writing the slice's new base file at `instant_time`."""
+    """One task per file slice, each writing the slice's new base file at `instant_time`; `memory_budget` bounds
+    the memory of each slice's merge (`spill.compaction_memory_budget`)."""
     shared = _shared(table, timeline, instant_time)
     return [
         CompactionTask(
@@ -155,6 +157,7 @@ def compaction_tasks(
             write_token=write_token,
             compression=compression,
             size_hint=s.size_hint,
+            memory_budget=memory_budget,
         )
         for s in slices
     ]

@@ -16,7 +16,7 @@ Which log blocks count as data (Hudi's rules):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -36,6 +36,7 @@ from tableservice.hudi.file_group.log_format import (
 )
 from tableservice.hudi.file_group.merge import DeltaRecords, MergeConfig, merge_base_batch, remaining_inserts
 from tableservice.hudi.file_group.records_read import note_records_read
+from tableservice.hudi.file_group.spill import SpillStats
 from tableservice.hudi.table.fs_view import BaseFile, FileSlice, FileSystemView
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.storage import Storage
@@ -175,7 +176,11 @@ class FileGroupReader:
         schema: pa.Schema,
         block_filter: BlockFilter,
         batch_rows: int = DEFAULT_BATCH_ROWS,
+        memory_budget: int | None = None,
+        spill_directories: tuple[str, ...] = (),
     ) -> None:
+        """`memory_budget`: bytes the log records of a slice may take before the merge spills to
+        `spill_directories` (default: the executor's local dirs), see `spill_merge`; None: unbounded."""
         self.storage = storage
         self.table_name = table_name
         self.merge_config = merge_config
@@ -183,6 +188,9 @@ class FileGroupReader:
         self.block_filter = block_filter
         self.batch_rows = batch_rows
         self.last_stats = ScanStats()
+        self.memory_budget = memory_budget
+        self.spill_directories = spill_directories
+        self.last_spill = SpillStats()
 
     def delta_records(self, slice_: FileSlice) -> DeltaRecords:
         """The surviving log records of a slice."""
@@ -201,10 +209,12 @@ class FileGroupReader:
                 if block.block_type is BlockType.DELETE:
                     deletes = decode_delete_block(block, self.storage, table=self.table_name)
                     self.last_stats.log_records += deletes.num_rows
+                    note_records_read(deletes.num_rows)
                     delta.add_deletes(deletes.column("record_key"), _ordering_values(deletes, ordering_type))
                 else:
                     data = decode_data_block(block, self.storage, table=self.table_name)
                     self.last_stats.log_records += data.num_rows
+                    note_records_read(data.num_rows)
                     partial = block.header.get(HeaderKey.IS_PARTIAL, "").lower() == "true"
                     delta.add_data(data, partial=partial)
             except TableServiceError as e:
@@ -219,28 +229,32 @@ class FileGroupReader:
                 if columns is not None:
                     present = set(pf.schema_arrow.names)
                     wanted = [c for c in columns if c in present]
-                yield from pf.iter_batches(batch_size=self.batch_rows, columns=wanted, use_threads=False)
+                for batch in pf.iter_batches(batch_size=self.batch_rows, columns=wanted, use_threads=False):
+                    note_records_read(batch.num_rows)
+                    yield batch
         except TableServiceError as e:
             raise e.with_context(table=self.table_name, path=base.location) from e
         except (pa.ArrowException, OSError) as e:
             raise CorruptFileError(f"base file does not read: {e}", table=self.table_name, path=base.location) from e
 
-    def read_slice(self, slice_: FileSlice, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+    def read_slice(self, slice_: FileSlice, columns: Sequence[str] | None = None) -> Generator[pa.Table, None, None]:
         """Merged rows of one slice, as tables of at most about `batch_rows` rows, in the read schema."""
         target = self.schema
         if not slice_.log_files:
             self.last_stats = ScanStats()
             if slice_.base_file is not None:
                 for batch in self.iter_base(slice_.base_file, columns):
-                    note_records_read(batch.num_rows)
                     yield _align(pa.Table.from_batches([batch]), target, columns)
             return
+        if self.memory_budget is not None:
+            from tableservice.hudi.file_group.spill_merge import read_slice_bounded
+
+            yield from read_slice_bounded(self, slice_, columns, self.memory_budget)
+            return
         delta = self.delta_records(slice_)
-        note_records_read(self.last_stats.log_records)
         matched = delta.new_match_mask()
         if slice_.base_file is not None:
             for batch in self.iter_base(slice_.base_file):
-                note_records_read(batch.num_rows)
                 merged = merge_base_batch(batch, delta, schema=target, matched=matched)
                 yield _align(merged, target, columns)
         inserts = remaining_inserts(delta, matched, schema=target)

@@ -16,6 +16,10 @@ be copied over as it is; `tableservice.compaction.*` keys are this project's own
 - `hoodie.parquet.max.file.size` (125829120): the write size assumed for a slice without base file.
 - `tableservice.compaction.log.bytes.threshold` (off): also due once the log files of the latest slices a plan
   could take hold this many bytes.
+- `hoodie.memory.compaction.max.size` (unset): bytes the log records of one slice may take in a compaction
+  task before its merge spills to the executor's local dirs (`hudi/file_group/spill.py`).
+- `hoodie.memory.compaction.fraction` (0.6): without max.size, the share of the executor's user memory per task
+  that is the budget (Hudi's formula, see `spill.compaction_memory_budget`).
 """
 
 from __future__ import annotations
@@ -129,6 +133,22 @@ class CompactionPolicy(HudiKeyedPolicy):
         le=MAX_BYTES,
         validation_alias="tableservice.compaction.log.bytes.threshold",
         serialization_alias="tableservice.compaction.log.bytes.threshold",
+    )
+
+    memory_max_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_BYTES,
+        validation_alias="hoodie.memory.compaction.max.size",
+        serialization_alias="hoodie.memory.compaction.max.size",
+    )
+    memory_fraction: float = Field(
+        default=0.6,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        validation_alias="hoodie.memory.compaction.fraction",
+        serialization_alias="hoodie.memory.compaction.fraction",
     )
 
     @field_validator("trigger_strategy", mode="before")
