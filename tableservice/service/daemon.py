@@ -261,10 +261,17 @@ class Daemon:
         """The tables `config` lists and discovers, each with its one name (`config.identity`); `taken`: names kept
         by the tables served now."""
         entries = config.resolve_tables(self.storage)
+        registered: set[str] = set()
         if self.tsm is not None:  # tables registered through the endpoint, with default policies
             listed = {e.uri for e in entries}
-            entries += [e for e in self.tsm.registered_entries() if e.uri not in listed]
-        return named_tables(entries, hoodie_table_name(self.storage), taken=taken)
+            extra = [e for e in self.tsm.registered_entries() if e.uri not in listed]
+            registered = {e.uri for e in extra}
+            entries += extra
+        named, clashes = named_tables(entries, hoodie_table_name(self.storage), taken=taken)
+        for clash in clashes:  # a writer's registration never stops the daemon: that table is left out
+            if clash.uri in registered:
+                log.error("not serving the registered table %s: %s", clash.uri, clash)
+        return named, [c for c in clashes if c.uri not in registered]
 
     # --- the table-service-manager endpoint ----------------------------------------------------------------
 

@@ -208,7 +208,9 @@ class TableServiceManager:
                 return await self._register(call)
             uri = self._served(call.base_path)
             if uri is None and call.action == "REQUEST" and self.register_on_request:
-                await self._register(call)
+                registered = await self._register(call)
+                if registered.status != 200:
+                    return registered
                 uri = self._served(call.base_path)
             if uri is None:
                 raise _BadCall(
@@ -330,15 +332,15 @@ class TableServiceManager:
             stored.owner or "an unnamed user",
             extra={"table": stored.base_path},
         )
-        return Response.json(
-            200,
-            {
-                "action": "REGISTER",
-                "new": new,
-                "served": self._served(stored.base_path) is not None,
-                "registration": stored.to_json(),
-            },
+        served = self._served(stored.base_path) is not None
+        doc: dict[str, Any] = {"action": "REGISTER", "new": new, "served": served, "registration": stored.to_json()}
+        if served:
+            return Response.json(200, doc)
+        doc["error"] = (
+            f"table {stored.base_path} is registered but not served: another served table has its name, or its "
+            "lock cannot be set up (the daemon's log says which)"
         )
+        return Response.json(409, doc)
 
 
 def _parse(request: Request) -> _Call:

@@ -108,6 +108,7 @@ def test_writers_hand_their_compactions_to_the_daemon_and_they_run_at_once(tmp_p
         mor_table(tmp_path / name, records=60, commits=2, max_file_records=100, name=name)
         for name in ("trips", "rides")
     ]
+    same_name = mor_table(tmp_path / "elsewhere" / "trips", records=20, commits=1, name="trips")
     cfg = _config(tmp_path)
     seen: dict[str, Any] = {}
 
@@ -132,6 +133,9 @@ def test_writers_hand_their_compactions_to_the_daemon_and_they_run_at_once(tmp_p
             seen["not_served"] = await anyio.to_thread.run_sync(call, "compaction", "REQUEST", ["20261126000000000"])
             seen["registered"] = [await anyio.to_thread.run_sync(c.call, "compaction", "REGISTER", []) for c in clients]
             assert await _until(lambda: len(daemon.tables) == 2 and _idle(daemon), 60)
+            # Another writer's table named `trips` too: registered, not served, and the daemon goes on.
+            clash = HudiTsmClient(same_name, "trips", config=clients[0].config)
+            seen["clash"] = await anyio.to_thread.run_sync(clash.call, "compaction", "REGISTER", [])
             # The first compaction of the session pays for Spark's first jobs; the second shows the hand-over.
             seen["hand_overs"] = [await _hand_over(daemon, c, p) for c, p in zip(clients, paths, strict=True)]
             seen["status"] = daemon.status()
@@ -159,6 +163,14 @@ def test_writers_hand_their_compactions_to_the_daemon_and_they_run_at_once(tmp_p
         assert (h.reply.status, json.loads(h.reply.body)["queued"]) == (200, [h.plan])
         # The next poll was a minute away: only the request started the compaction.
         assert h.started_s < 1.0, f"compaction {h.plan} started {h.started_s:.2f} s after its request"
+    clash = json.loads(seen["clash"].body)
+    assert (seen["clash"].status, clash["new"], clash["served"], clash["error"]) == (
+        409,
+        True,
+        False,
+        f"table {same_name} is registered but not served: another served table has its name, or its lock cannot "
+        "be set up (the daemon's log says which)",
+    )
     warm = seen["hand_overs"][1]
     assert warm.completed_s < WARM_COMPLETION_S, f"compaction completed {warm.completed_s:.2f} s after its request"
     assert sorted(t["name"] for t in seen["status"]["tables"]) == ["rides", "trips"]
