@@ -277,8 +277,8 @@ class Daemon:
 
     def _table_service_manager(self) -> TableServiceManager | None:
         settings = self.config.service.table_service_manager
-        token = tsm_token(settings)
-        if not settings.enabled or token is None:
+        token = tsm_token(settings) if settings.enabled else None
+        if token is None:
             return None
         return TableServiceManager(
             token,
@@ -413,10 +413,9 @@ class Daemon:
         with task.scope:
             delay = 0.0
             while not self.stopping:
-                if self.tsm is None or not self.tsm.has_queued(worker.settings.uri):
-                    with anyio.move_on_after(delay):
-                        await task.wake.wait()
-                task.wake = anyio.Event()
+                with anyio.move_on_after(delay):
+                    await task.wake.wait()
+                task.wake = anyio.Event()  # a wake during the pass ended this wait at once; none is lost
                 if self.stopping:
                     return
                 status = worker.status

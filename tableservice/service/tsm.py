@@ -152,9 +152,6 @@ class TableServiceManager:
         """/status: the requests per table URI."""
         return {uri: [r.to_json() for r in queue] for uri, queue in self._queues.items() if queue}
 
-    def has_queued(self, uri: str) -> bool:
-        return any(not r.running for r in self._queues.get(uri, []))
-
     async def run_queued(self, worker: TableWorker, capacity: PriorityCapacity, stopping: Callable[[], bool]) -> None:
         """Execute the table's queued requests, oldest first, each as an operator's `run` does (under its executor
         lease; a lease held elsewhere means another replica runs it) and ahead of polled work for a slot. A paused
@@ -180,12 +177,19 @@ class TableServiceManager:
                 )
             except TableServiceError as e:
                 log.error("requested %s failed: %s", request.service, e, extra={"table": worker.label})
+            except Exception:  # a bug must not end the table's task; the pass that follows retries as usual
+                log.exception("requested %s failed", request.service, extra={"table": worker.label})
             else:
-                done = not result.failed
+                if result.failed:
+                    outcome = f"failed: {result.failed[0].error}"
+                elif result.completed or result.clustered or result.cleaned:
+                    outcome = "finished"
+                else:
+                    outcome = "not run: the instant is not pending (completed or removed elsewhere)"
                 log.info(
-                    "requested %s %s in %.2fs",
+                    "requested %s %s (%.2fs)",
                     request.service,
-                    "finished" if done else f"failed: {result.failed[0].error}",
+                    outcome,
                     time.monotonic() - started,
                     extra={"table": worker.label, "instant": request.instant},
                 )
