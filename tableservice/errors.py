@@ -209,3 +209,8 @@ class InvalidTimeTravelError(PermanentError):
     def __init__(self, problem: str, *, instant_time: str, table: str | None = None, path: str | None = None) -> None:
         super().__init__(problem, table=table, path=path)
         self.instant_time = instant_time
+
+
+class StateStoreError(RetryableError):
+    """The daemon's state store (the SQLite file beside its action history, holding the tables registered through
+    the table-service-manager endpoint) cannot be read or written."""

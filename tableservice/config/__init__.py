@@ -39,6 +39,7 @@ from tableservice.config.model import (
     SparkSettings,
     StorageSettings,
     TableEntry,
+    TableServiceManagerSettings,
 )
 from tableservice.config.policy import (
     CompactionPolicySettings,
@@ -112,6 +113,7 @@ __all__ = [
     "StorageSettings",
     "TableDiff",
     "TableEntry",
+    "TableServiceManagerSettings",
     "apply_env_overrides",
     "diff_tables",
     "discover_tables",

@@ -110,6 +110,26 @@ class HistorySettings(_Section):
         return os.path.normpath(value)
 
 
+class TableServiceManagerSettings(_Section):
+    """The table-service-manager endpoint Hudi writers call (`hoodie.table.service.manager.*`): REGISTER a table,
+    REQUEST the execution of a plan they scheduled, CANCEL a request (`service/tsm.py`). Off by default; when on,
+    it needs a token (a file, e.g. a mounted Kubernetes Secret)."""
+
+    enabled: bool = False
+    token_file: str | None = Field(default=None, min_length=1)
+    """A file holding the token every call must carry (`Authorization: Bearer <token>` or, as Hudi's client can
+    send no header, the query parameter `token`, set in the writer's `hoodie.table.service.manager.uris`)."""
+    register_on_request: bool = False
+    """A REQUEST for a table the daemon does not serve registers it first (with the request's owner, queue and
+    resources) instead of answering 404."""
+
+    @_model_validator(mode="after")
+    def _token_when_enabled(self) -> TableServiceManagerSettings:
+        if self.enabled and self.token_file is None:
+            raise issue("token_file", "the endpoint needs a token file when it is enabled")
+        return self
+
+
 class ServiceSettings(_Section):
     poll_interval_seconds: float = Field(default=30.0, gt=0, le=DAY_SECONDS, allow_inf_nan=False)
     poll_jitter: float = Field(default=0.1, ge=0, lt=1, allow_inf_nan=False)
@@ -120,6 +140,7 @@ class ServiceSettings(_Section):
     log: LogSettings = LogSettings()
     history: HistorySettings = HistorySettings()
     cost: CostSettings = CostSettings()
+    table_service_manager: TableServiceManagerSettings = TableServiceManagerSettings()
 
 
 # --- spark -------------------------------------------------------------------------------------------------------
@@ -400,4 +421,5 @@ __all__ = [
     "SparkSettings",
     "StorageSettings",
     "TableEntry",
+    "TableServiceManagerSettings",
 ]

@@ -34,19 +34,30 @@ from tableservice.config import (
 )
 from tableservice.errors import ConfigError, RetryableError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
+from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.metrics import Metrics, new_metrics
-from tableservice.service.history import ActionHistory, answer_query
-from tableservice.service.http import ConnectionStats, HealthState, HttpLimits, serve_http, service_routes
+from tableservice.service.history import ActionHistory, answer_query, history_path
+from tableservice.service.http import (
+    OPEN_PATHS,
+    ConnectionStats,
+    HealthState,
+    HttpLimits,
+    serve_http,
+    service_routes,
+)
 from tableservice.service.ledger import answer_report
 from tableservice.service.scheduler import PriorityCapacity
 from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableStatus
 from tableservice.service.table_worker import TableWorker
+from tableservice.service.tsm import TableServiceManager
+from tableservice.service.tsm_store import Registrations
 from tableservice.service.wiring import (
     LockProviders,
     executor_settings,
     status_token,
     storage_options,
     table_settings,
+    tsm_token,
 )
 from tableservice.storage import Storage
 
@@ -68,6 +79,8 @@ class RunState(StrEnum):
 class _TableTask:
     worker: TableWorker
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    """Set to start the table's next pass now: a stop, or a request through the table-service-manager endpoint."""
 
 
 class Daemon:
@@ -101,6 +114,9 @@ class Daemon:
         self._config_mtime = _mtime(config_path)
         self.http_port: int | None = None
         self.http_stats = ConnectionStats()
+        self.tsm: TableServiceManager | None = None  # the table-service-manager endpoint, when enabled
+        self._tg: TaskGroup | None = None
+        self._sync_lock = anyio.Lock()
 
     @property
     def stopping(self) -> bool:
@@ -117,6 +133,7 @@ class Daemon:
             "spark_up": self._spark_up,
             "running_actions": len(self.running),
             "tables": [t.worker.status.to_json() for t in self.tables.values()],
+            **({"requested": self.tsm.queued()} if self.tsm is not None else {}),
         }
 
     def history_answer(self, query: str) -> tuple[int, object]:
@@ -138,6 +155,7 @@ class Daemon:
     async def run(self) -> int:
         http = self.config.service.http
         token = status_token(http)
+        self.tsm = self._table_service_manager()
         # Every table's one name, before anything starts: two tables with one name are a configuration error.
         named: list[TableEntry] | None = None
         try:
@@ -151,6 +169,7 @@ class Daemon:
         self.health.add_readiness_check("spark", lambda: self._spark_up)
         try:
             async with anyio.create_task_group() as tg:
+                self._tg = tg
                 routes = service_routes(
                     metrics=self.metrics,
                     health=self.health,
@@ -158,10 +177,15 @@ class Daemon:
                     history=self.history_answer,
                     report=self.report_answer,
                 )
+                open_paths = OPEN_PATHS
+                if self.tsm is not None:  # it checks its own token (Hudi's client cannot send a header)
+                    routes.update(self.tsm.routes())
+                    open_paths = OPEN_PATHS | self.tsm.paths
                 serve = partial(
                     serve_http,
                     limits=HttpLimits(max_connections=http.max_connections),
                     bearer_token=token,
+                    open_paths=open_paths,
                     stats=self.http_stats,
                 )
                 self.http_port = await tg.start(serve, http.host, http.port, routes)
@@ -191,6 +215,8 @@ class Daemon:
                 await anyio.to_thread.run_sync(self.locks.close)
                 if self.history is not None:
                     await anyio.to_thread.run_sync(self.history.close)
+                if self.tsm is not None:
+                    await anyio.to_thread.run_sync(self.tsm.store.close)
                 if self._owns_executor:
                     await anyio.to_thread.run_sync(self.executor.stop)
                     self.metrics.set_spark_up(False)
@@ -203,6 +229,8 @@ class Daemon:
             self.state = RunState.STOPPING
         self.health.set_ready(False, "shutting down")
         self._stop_event.set()
+        for task in self.tables.values():
+            task.wake.set()
 
     async def _start_spark(self) -> None:
         try:
@@ -248,11 +276,57 @@ class Daemon:
     ) -> tuple[list[TableEntry], list[NameClash]]:
         """The tables `config` lists and discovers, each with its one name (`config.identity`); `taken`: names kept
         by the tables served now."""
-        return named_tables(config.resolve_tables(self.storage), hoodie_table_name(self.storage), taken=taken)
+        entries = config.resolve_tables(self.storage)
+        registered: set[str] = set()
+        if self.tsm is not None:  # tables registered through the endpoint, with default policies
+            listed = {e.uri for e in entries}
+            extra = [e for e in self.tsm.registered_entries() if e.uri not in listed]
+            registered = {e.uri for e in extra}
+            entries += extra
+        named, clashes = named_tables(entries, hoodie_table_name(self.storage), taken=taken)
+        for clash in clashes:  # a writer's registration never stops the daemon: that table is left out
+            if clash.uri in registered:
+                log.error("not serving the registered table %s: %s", clash.uri, clash)
+        return named, [c for c in clashes if c.uri not in registered]
+
+    # --- the table-service-manager endpoint ----------------------------------------------------------------
+
+    def _table_service_manager(self) -> TableServiceManager | None:
+        settings = self.config.service.table_service_manager
+        token = tsm_token(settings) if settings.enabled else None
+        if token is None:
+            return None
+        return TableServiceManager(
+            token,
+            Registrations(history_path(self.config.service.history)),
+            served=lambda uri: uri if uri in self.tables else None,
+            wake=self._wake_table,
+            refresh=self._rescan,
+            check_table=self._check_table,
+            register_on_request=settings.register_on_request,
+        )
+
+    def _check_table(self, uri: str) -> None:
+        """Raises unless a Hudi table is at `uri` (its hoodie.properties reads)."""
+        HudiTable.open(self.storage, uri)
+
+    def _wake_table(self, uri: str) -> None:
+        task = self.tables.get(uri)
+        if task is not None:
+            task.wake.set()
+
+    async def _rescan(self) -> None:
+        if self._tg is not None:
+            await self._sync_tables(self._tg)
 
     async def _sync_tables(self, tg: TaskGroup, named: list[TableEntry] | None = None) -> None:
         """Serve `named` (a start or a reload: names already checked), or rescan the configured tables and
-        discovery roots, where a table found later never takes a name a served table has."""
+        discovery roots, where a table found later never takes a name a served table has. One at a time (a
+        rescan, a reload and a registration may overlap)."""
+        async with self._sync_lock:
+            await self._sync_tables_now(tg, named)
+
+    async def _sync_tables_now(self, tg: TaskGroup, named: list[TableEntry] | None) -> None:
         if named is None:
             served = {task.worker.label: uri for uri, task in self.tables.items()}
             try:
@@ -370,7 +444,8 @@ class Daemon:
             delay = 0.0
             while not self.stopping:
                 with anyio.move_on_after(delay):
-                    await self._stop_event.wait()
+                    await task.wake.wait()
+                task.wake = anyio.Event()  # a wake during the pass ended this wait at once; none is lost
                 if self.stopping:
                     return
                 status = worker.status
@@ -381,6 +456,8 @@ class Daemon:
                 if status.quarantined_until is not None:
                     status.quarantined_until = None
                     self.metrics.set_quarantined(worker.label, False)
+                if self.tsm is not None:  # instants Hudi writers asked for go first
+                    await self.tsm.run_queued(worker, self.capacity, lambda: self.stopping)
                 await self._one_pass(worker)
                 delay = self._next_delay(worker)
 

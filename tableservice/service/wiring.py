@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from tableservice.config import DaemonConfig, HttpSettings, TableEntry
+from tableservice.config import DaemonConfig, HttpSettings, TableEntry, TableServiceManagerSettings
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError
 from tableservice.executors.jvm_output import log4j_level
@@ -69,9 +69,17 @@ class LockProviders:
 def status_token(settings: HttpSettings) -> str | None:
     """The bearer token /status requires, read from `service.http.status_token_file`; None when not set."""
     path = settings.status_token_file
-    if path is None:
-        return None
-    key = "service.http.status_token_file"
+    return None if path is None else token_from_file(path, "service.http.status_token_file")
+
+
+def tsm_token(settings: TableServiceManagerSettings) -> str | None:
+    """The token of the table-service-manager endpoint (`service.table_service_manager.token_file`)."""
+    path = settings.token_file
+    return None if path is None else token_from_file(path, "service.table_service_manager.token_file")
+
+
+def token_from_file(path: str, key: str) -> str:
+    """One token read from `path` (a mounted Kubernetes Secret, say); ConfigError naming `key` otherwise."""
     try:
         with open(path, encoding="ascii") as file:
             token = file.read(4097).strip()
