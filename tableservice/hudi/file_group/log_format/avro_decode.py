@@ -57,6 +57,7 @@ def record_starts(content: bytes, count: int, offset: int = 8) -> tuple[I64, I64
     # refused before `unpack_from` reads from the end of the content.
     nexts = [0] * (count + 1)
     nexts[0] = p = offset
+    walked = count
     try:
         for i in range(1, count + 1):
             if p < 0:
@@ -64,14 +65,16 @@ def record_starts(content: bytes, count: int, offset: int = 8) -> tuple[I64, I64
             p += 4 + unpack(content, p)[0]
             nexts[i] = p
     except struct.error:
-        raise _bad(f"record {i - 1} length prefix runs past the content") from None
-    bounds = np.array(nexts, dtype=np.int64)
+        walked = i - 1
+    bounds = np.array(nexts[: walked + 1], dtype=np.int64)
     starts = bounds[:-1] + 4
     ends = bounds[1:]
     bad = np.flatnonzero((ends < starts) | (ends > size))
     if bad.size:
         i = int(bad[0])
         raise _bad(f"record {i} length {int(ends[i] - starts[i])} runs past the content")
+    if walked < count:
+        raise _bad(f"record {walked} length prefix runs past the content")
     return starts, ends
 
 
