@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import InvalidPlanError, StaleAttemptError
-from tableservice.hudi.action.compact import check_attempt, slice_at, task_reader, with_file_name
+from tableservice.hudi.action.compact import FILE_NAME, check_attempt, slice_at, task_reader, with_file_name
 from tableservice.hudi.file_group.base_file import write_base_file
 from tableservice.hudi.file_group.filenames import BaseFileName
 from tableservice.hudi.models import HoodieReplaceCommitMetadata, HoodieWriteStat
@@ -134,6 +134,9 @@ def run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieWr
         )
     ]
     rows = pa.concat_tables(parts) if parts else schema.empty_table()
+    # `_hoodie_file_name` is rewritten for each new file: not worth carrying through the sort.
+    if FILE_NAME in rows.column_names and FILE_NAME not in task.sort_columns:
+        rows = rows.drop_columns([FILE_NAME])
     rows = sort_rows(rows, task.sort_columns, task.layout)
     # Bytes a row takes on storage: from the input files (`size_hint`) when known, else Arrow's in-memory size
     # over a typical Parquet compression ratio.

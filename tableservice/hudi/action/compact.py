@@ -134,7 +134,7 @@ def _with_file_name(table: pa.Table, name: str) -> pa.Table:
     if FILE_NAME not in table.column_names:
         return table
     idx = table.schema.get_field_index(FILE_NAME)
-    return table.set_column(idx, table.schema.field(idx), pa.array([name] * table.num_rows, pa.string()))
+    return table.set_column(idx, table.schema.field(idx), pa.repeat(pa.scalar(name, pa.string()), table.num_rows))
 
 
 def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteStat:

@@ -296,7 +296,7 @@ class BaseFileWriter:
             out = pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
         if self._file_name is not None and FILE_NAME_COLUMN in self.arrow_schema.names:
             idx = self.arrow_schema.get_field_index(FILE_NAME_COLUMN)
-            const = pa.array([self._file_name] * out.num_rows, type=self.arrow_schema.field(idx).type)
+            const = pa.repeat(pa.scalar(self._file_name, self.arrow_schema.field(idx).type), out.num_rows)
             out = out.set_column(idx, self.arrow_schema.field(idx), const)
         for i, f in enumerate(self.arrow_schema):
             col = out.column(i)

@@ -57,12 +57,12 @@ from tableservice.hudi.file_group.merge_core import (
     align,
     commit_time_deletes,
     data_schema,
-    dense_rank,
     flags_of,
     is_default_value,
     joint_rank,
     lookup,
     nullable,
+    order_keys,
     ordering_columns,
     pairwise,
     present_of,
@@ -281,7 +281,7 @@ class DeltaRecords:
         )
         if closed_form:
             rank = (
-                dense_rank(ordering_columns(combined, self.config.ordering_fields))
+                order_keys(ordering_columns(combined, self.config.ordering_fields))
                 if self.config.mode is MergeMode.EVENT_TIME_ORDERING and self.config.ordering_fields
                 else np.zeros(combined.num_rows, dtype=np.int64)
             )

@@ -163,8 +163,39 @@ def dense_rank(columns: Sequence[Column]) -> IntArray:
     return dense
 
 
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _integer_keys(column: Column) -> IntArray | None:
+    """The values of one integer-like column (integers but uint64, dates, times, timestamps, durations) as int64
+    in their own order, nulls lowest; None for other types, or when a value is the int64 minimum (the null key)."""
+    t = column.type
+    if pa.types.is_integer(t) and t != pa.uint64():
+        view: Column = column.cast(pa.int64())
+    elif pa.types.is_date32(t) or pa.types.is_time32(t):
+        view = column.view(pa.int32()).cast(pa.int64())
+    elif pa.types.is_date64(t) or pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_duration(t):
+        view = column.view(pa.int64())
+    else:
+        return None
+    values = to_numpy_int(view, _INT64_MIN)
+    if int(np.count_nonzero(values == _INT64_MIN)) != column.null_count:
+        return None
+    return values
+
+
+def order_keys(columns: Sequence[Column]) -> IntArray:
+    """int64 keys that order the rows as their ordering tuples do (nulls lowest); equal tuples get equal keys.
+    Unlike `dense_rank`, keys are not consecutive: one integer-like column gives its own values, unsorted."""
+    if len(columns) == 1:
+        keys = _integer_keys(columns[0])
+        if keys is not None:
+            return keys
+    return dense_rank(columns)
+
+
 def joint_rank(a: pa.Table, b: pa.Table, fields: Sequence[str]) -> tuple[IntArray, IntArray]:
-    """Comparable ordering ranks of the rows of `a` and of `b` (same ordering field types)."""
+    """Comparable ordering keys (`order_keys`) of the rows of `a` and of `b` (same ordering field types)."""
     if not fields:
         return np.zeros(a.num_rows, dtype=np.int64), np.zeros(b.num_rows, dtype=np.int64)
     columns: list[Column] = []
@@ -177,7 +208,7 @@ def joint_rank(a: pa.Table, b: pa.Table, fields: Sequence[str]) -> tuple[IntArra
             else:
                 cb = cb.cast(ca.type)
         columns.append(pa.chunked_array([*_chunks(ca), *_chunks(cb)], type=ca.type))
-    rank = dense_rank(columns)
+    rank = order_keys(columns)
     return rank[: a.num_rows], rank[a.num_rows :]
 
 
@@ -223,9 +254,11 @@ def winners(groups: KeyGroups, flags: npt.NDArray[np.int8], rank: IntArray, mode
     has_ctd = last_ctd >= 0
     first_data = np.minimum.reduceat(np.where((pos > last_ctd[g]) & ~block, pos, n), groups.starts)
     candidate = np.where(has_ctd[g], pos >= first_data[g], True)
-    score = np.where(candidate, rank[o] * (n + 1) + pos, -1)
-    best = np.maximum.reduceat(score, groups.starts)
-    return o[np.where(best >= 0, best % (n + 1), last_ctd)]
+    # The highest key among the candidates, then the last candidate holding it (keys need not be dense).
+    keys = rank[o]
+    top_key = np.maximum.reduceat(np.where(candidate, keys, _INT64_MIN), groups.starts)
+    best = np.maximum.reduceat(np.where(candidate & (keys == top_key[g]), pos, -1), groups.starts)
+    return o[np.where(best >= 0, best, last_ctd)]
 
 
 class PresentSets:

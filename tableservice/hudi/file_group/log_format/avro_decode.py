@@ -51,26 +51,38 @@ def record_starts(content: bytes, count: int, offset: int = 8) -> tuple[I64, I64
     size = len(content)
     if count > (size - offset) // 4:
         raise _bad(f"record count {count} does not fit in {size} bytes")
-    starts = [0] * count
-    ends = [0] * count
     unpack = struct.Struct(">i").unpack_from
-    p = offset
-    for i in range(count):
-        if p + 4 > size:
-            raise _bad(f"record {i} length prefix runs past the content")
-        (n,) = unpack(content, p)
-        p += 4
-        if n < 0 or p + n > size:
-            raise _bad(f"record {i} length {n} runs past the content")
-        starts[i] = p
-        p += n
-        ends[i] = p
-    return np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+    # The walk checks nothing per record (a negative length or one past the end is found below, on all records at
+    # once); a length prefix past the end raises struct.error, and a negative offset (after a negative length) is
+    # refused before `unpack_from` reads from the end of the content.
+    nexts = [0] * (count + 1)
+    nexts[0] = p = offset
+    walked = count
+    try:
+        for i in range(1, count + 1):
+            if p < 0:
+                break
+            p += 4 + unpack(content, p)[0]
+            nexts[i] = p
+    except struct.error:
+        walked = i - 1
+    bounds = np.array(nexts[: walked + 1], dtype=np.int64)
+    starts = bounds[:-1] + 4
+    ends = bounds[1:]
+    bad = np.flatnonzero((ends < starts) | (ends > size))
+    if bad.size:
+        i = int(bad[0])
+        raise _bad(f"record {i} length {int(ends[i] - starts[i])} runs past the content")
+    if walked < count:
+        raise _bad(f"record {walked} length prefix runs past the content")
+    return starts, ends
 
 
 class _Decoder:
     def __init__(self, content: bytes) -> None:
-        self.buf = np.frombuffer(content + b"\0" * _PAD, dtype=np.uint8)
+        padded = content + b"\0" * _PAD
+        self.buf = np.frombuffer(padded, dtype=np.uint8)
+        self.arrow_buf = pa.py_buffer(padded)
         self.rounds = 0
 
     # --- scalars -------------------------------------------------------------------------------
@@ -126,6 +138,32 @@ class _Decoder:
         else:
             data = np.zeros(0, dtype=np.uint8)
         return offsets, p, data, p + n
+
+    def binary_values(self, pos: I64, lim: I64, t: pa.DataType) -> tuple[pa.Array, I64]:
+        """Length-prefixed values as an Arrow string or binary array, the bytes copied once, by Arrow: the values
+        and the gaps between them are the items of one binary array over the block's bytes (offsets value start,
+        value end, next value start, ...: increasing, as the records follow one another), from which `take`
+        keeps every other item. A string array is checked to be UTF-8 by the cast from binary."""
+        n, p = self.long(pos, lim)
+        k = len(n)
+        if n.size and (bool((n < 0).any()) or bool((n > lim - p).any())):
+            raise _bad("string or bytes length runs past its record")
+        if k == 0:
+            return pa.array([], type=t), p
+        if int(n.sum()) >= 2**31:
+            raise UnsupportedTableError("a column of one log block holds more than 2 GiB of strings")
+        large = len(self.buf) >= 2**31
+        bounds = np.empty(2 * k, dtype=np.int64 if large else np.int32)
+        bounds[0::2] = p
+        bounds[1::2] = p + n
+        pieces = pa.Array.from_buffers(
+            pa.large_binary() if large else pa.binary(), 2 * k - 1, [None, pa.py_buffer(bounds), self.arrow_buf]
+        )
+        values = pieces.take(pa.array(np.arange(0, 2 * k, 2, dtype=np.int64)))
+        try:
+            return values.cast(t), p + n
+        except pa.ArrowInvalid as e:
+            raise _bad(f"string is not valid UTF-8: {e}") from e
 
     # --- dispatch ------------------------------------------------------------------------------
 
@@ -201,16 +239,10 @@ class _Decoder:
             offsets = np.arange(n + 1, dtype=np.int64) * node.size
             return _binary_array(pa.binary(), n, offsets, mat.reshape(-1)), pos
         if k in ("string", "bytes"):
-            offsets, _, data, pos = self.var_bytes(pos, lim)
             if logical == "decimal":
+                offsets, _, data, pos = self.var_bytes(pos, lim)
                 return _decimal_from_var(offsets, data, t), pos
-            arr = _binary_array(pa.string() if k == "string" else pa.binary(), n, offsets, data)
-            if k == "string":
-                try:
-                    arr.validate(full=True)
-                except pa.ArrowInvalid as e:
-                    raise _bad(f"string is not valid UTF-8: {e}") from e
-            return arr, pos
+            return self.binary_values(pos, lim, pa.string() if k == "string" else pa.binary())
         raise UnsupportedTableError(f"unsupported Avro type {k!r}")
 
     def _repeated(self, node: AvroType, pos: I64, lim: I64) -> tuple[pa.Array, I64]:
@@ -241,12 +273,7 @@ class _Decoder:
                 if self.rounds > _MAX_ROUNDS:
                     raise _TooSequential()
                 if is_map:
-                    offs, _, data, kp = self.var_bytes(pos[blk], lim[blk])
-                    karr = _binary_array(pa.string(), len(blk), offs, data)
-                    try:
-                        karr.validate(full=True)
-                    except pa.ArrowInvalid as e:
-                        raise _bad(f"map key is not valid UTF-8: {e}") from e
+                    karr, kp = self.binary_values(pos[blk], lim[blk], pa.string())
                     keys.append(karr)
                     varr, vp = self.decode(node.items, kp, lim[blk])
                 else:
