@@ -177,8 +177,11 @@ class Storage:
             import boto3
 
             o = self.options
+            from botocore.config import Config
+
             self._boto = boto3.client(
                 "s3",
+                config=Config(max_pool_connections=64),  # the daemon's worker threads share one client
                 endpoint_url=o.endpoint_url,
                 region_name=o.region,
                 aws_access_key_id=o.access_key_id,
