@@ -248,12 +248,12 @@ def _measure(
     time.sleep(args.poll * args.idle_polls)
     after_polls, after_cpu = _polls(port), _cpu_seconds(proc.pid)
     seen = proxy.seen()
-    polls = sum(after_polls.values()) - sum(before_polls.values())
-    ticks = polls / args.tables
-    out["idle_polls"] = polls
+    idle_polls = sum(after_polls.values()) - sum(before_polls.values())
+    ticks = idle_polls / args.tables
+    out["idle_polls"] = idle_polls
     out["cpu_per_tick_s"] = (after_cpu - before_cpu) / ticks if ticks else float("nan")
     kinds = Counter(r.kind for r in seen)
-    out["requests_per_table_poll"] = {k: v / polls for k, v in sorted(kinds.items())} if polls else {}
+    out["requests_per_table_poll"] = {k: v / idle_polls for k, v in sorted(kinds.items())} if idle_polls else {}
     # busy: writes arriving at the first `busy` tables
     if args.busy:
         stop = threading.Event()
@@ -290,7 +290,8 @@ def show(r: dict[str, Any], n: int, poll: float) -> None:
     where = "S3 (moto)" if r["where"] == "s3" else "local disk"
     print(f"\n{where}, {n} tables, poll every {poll:.0f}s")
     print(
-        f"  start-up (config + discovery + names): {r['startup_s']:.2f}s   aim <= 10s   {r.get('startup_requests') or ''}"
+        f"  start-up (config + discovery + names): {r['startup_s']:.2f}s   aim <= 10s   "
+        f"{r.get('startup_requests') or ''}"
     )
     print(f"  daemon serving every table after:      {r['served_s']:.1f}s")
     print(f"  CPU per poll tick of all idle tables:  {r['cpu_per_tick_s']:.2f}s   aim <= 1s")

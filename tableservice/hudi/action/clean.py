@@ -27,8 +27,8 @@ import logging
 import posixpath
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from tableservice.errors import InstantNotPendingError, InvalidPlanError, InvalidTimelineError, TableServiceError
