@@ -18,7 +18,7 @@ import copy
 import platform
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -180,6 +180,19 @@ class Metrics:
             name("last_successful_poll_timestamp_seconds"),
             "Unix time at which the last successful poll of the table finished",
             ("table",),
+            registry=reg,
+        )
+        self._poll_lag = Gauge(
+            name("poll_lag_seconds"),
+            "How late the table's last poll started after it was due (waiting for a worker thread)",
+            ("table",),
+            registry=reg,
+        )
+        self._storage_requests = Counter(
+            name("storage_requests"),
+            "Object-store requests made for the table (polls and actions run in this process), by kind: LIST, GET, "
+            "HEAD, PUT, POST, DELETE",
+            ("table", "kind"),
             registry=reg,
         )
         self._errors = Counter(
@@ -379,6 +392,16 @@ class Metrics:
         self._child(self._poll_duration, table).observe(duration)
         if succeeded:
             self._child(self._last_poll, table).set(self._clock() if finished_at is None else finished_at)
+
+    def poll_lag(self, table: str, seconds: float) -> None:
+        """The table's poll started `seconds` after it was due."""
+        self._child(self._poll_lag, table).set(max(0.0, seconds))
+
+    def storage_requests(self, table: str, counts: Mapping[str, int]) -> None:
+        """Object-store requests made for `table`, by kind (`tableservice.storage.requests`)."""
+        for kind, n in counts.items():
+            if n > 0:
+                self._child(self._storage_requests, table, _check_label("kind", kind)).inc(n)
 
     def table_error(self, table: str, error: BaseException | str) -> None:
         """Count an error on `table`; `error` is the exception or its class name."""

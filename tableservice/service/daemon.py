@@ -443,6 +443,7 @@ class Daemon:
         with task.scope:
             delay = 0.0
             while not self.stopping:
+                due_at = time.monotonic() + delay
                 with anyio.move_on_after(delay):
                     await task.wake.wait()
                 task.wake = anyio.Event()  # a wake during the pass ended this wait at once; none is lost
@@ -458,14 +459,23 @@ class Daemon:
                     self.metrics.set_quarantined(worker.label, False)
                 if self.tsm is not None:  # instants Hudi writers asked for go first
                     await self.tsm.run_queued(worker, self.capacity, lambda: self.stopping)
-                await self._one_pass(worker)
+                await self._one_pass(worker, due_at)
                 delay = self._next_delay(worker)
 
-    async def _one_pass(self, worker: TableWorker) -> None:
+    def _poll_in_thread(self, worker: TableWorker, due_at: float | None) -> bool:
+        """Poll (noting how late the poll started after it was due) and say whether a pass is needed."""
+        if due_at is not None:
+            lag = max(0.0, time.monotonic() - due_at)
+            status = worker.status
+            status.update(poll_lag_seconds=round(lag, 3), max_poll_lag_seconds=max(status.max_poll_lag_seconds, lag))
+            self.metrics.poll_lag(worker.label, lag)
+        worker.poll()
+        return worker.needs_pass()
+
+    async def _one_pass(self, worker: TableWorker, due_at: float | None = None) -> None:
         status = worker.status
         try:
-            await anyio.to_thread.run_sync(worker.poll)
-            due = await anyio.to_thread.run_sync(worker.needs_pass)
+            due = await anyio.to_thread.run_sync(self._poll_in_thread, worker, due_at)
             failed: list[Failure] = []
             if due and not self.stopping:
                 # Oldest pending work first across tables; newly due work after every pending action.

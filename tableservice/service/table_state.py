@@ -103,6 +103,9 @@ class TableStatus:
     consecutive_failures: int = 0
     quarantined_until: float | None = None
     last_poll: float | None = None
+    # how late polls started after they were due (seconds): the last one and the worst since the daemon started
+    poll_lag_seconds: float = 0.0
+    max_poll_lag_seconds: float = 0.0
     running: str | None = None
     held_back: list[dict[str, object]] = field(default_factory=list)
     # services stopped for this table after they found damaged committed data: service -> until, reason

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from tableservice.errors import (
@@ -43,6 +44,7 @@ from tableservice.service.table_state import (
     age_seconds,
 )
 from tableservice.storage import Storage, StorageOptions
+from tableservice.storage.requests import counting
 
 __all__ = ["PassResult", "RunningActions", "TableSettings", "TableStatus", "TableWorker"]
 log = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ class TableWorker:
         self._spark_seconds = 0.0  # Spark job seconds of the action running now (one at a time per worker)
         self._held = Holds()
         self._archive_looked = False
+        self._counting = False
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
         self._show_paused()
 
@@ -149,6 +152,21 @@ class TableWorker:
         """The table's context as a pass builds it (its lock, lock timeout and executor); for the operator commands."""
         return self._context(self._open())
 
+    @contextmanager
+    def _requests_counted(self) -> Iterator[None]:
+        """Count the object-store requests made for this table into `tableservice_storage_requests_total` (the
+        outermost of nested calls reports: a pass polls inside itself)."""
+        if self._counting or self.metrics is None:
+            yield
+            return
+        self._counting = True
+        try:
+            with counting() as tally:
+                yield
+        finally:
+            self._counting = False
+            self.metrics.storage_requests(self.label, tally.counts())
+
     # --- polling -----------------------------------------------------------------------------------
 
     def _archived_compaction(self, table: HudiTable) -> str | None:
@@ -173,6 +191,10 @@ class TableWorker:
     def poll(self, *, reload: bool = True) -> list[Instant]:
         """Take a snapshot (one listing; without `reload`, of what the table holds) and report pending actions in
         the status and the metrics; returns pending compactions (none when the table is not served)."""
+        with self._requests_counted():
+            return self._poll(reload)
+
+    def _poll(self, reload: bool) -> list[Instant]:
         started = time.monotonic()
         table = self._open()
         try:
@@ -258,6 +280,10 @@ class TableWorker:
         while the table is paused)."""
         if self.paused:
             return False
+        with self._requests_counted():
+            return self._needs_pass()
+
+    def _needs_pass(self) -> bool:
         snapshot = self._snapshot()
         return any(
             (svc.settings.execute and self._runnable(svc, svc.pending(snapshot))) or self._schedule_due(svc, snapshot)
@@ -272,6 +298,10 @@ class TableWorker:
         """One pass: each service in Hudi's order executes its pending instants (oldest first), then schedules one
         action when its policy says one is due and executes it. Without `reload`, the pass starts from the snapshot
         of the last poll (the daemon polls first to decide whether a pass is needed). A paused table is polled only."""
+        with self._requests_counted():
+            return self._run_pass(allow_schedule, stop, reload)
+
+    def _run_pass(self, allow_schedule: bool, stop: Callable[[], bool], reload: bool) -> PassResult:
         result = PassResult()
         self.poll(reload=reload)
         if self.paused:

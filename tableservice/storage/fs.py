@@ -13,12 +13,20 @@ Write errors are StorageErrors naming the target file and the OS's reason; a ful
 (ENOSPC, EDQUOT) is a StorageFullError: retryable, since space is freed by other processes (cleaning, the
 operator), so the daemon backs off and, if it persists, quarantines the table after
 `service.retry.quarantine_after_failures` attempts.
+
+Object-store requests are counted by kind where they are made (`tableservice.storage.requests`). On S3 each call
+makes a known number of requests: `read_bytes` one GET and `write_bytes` one PUT (no HEAD first); `open_input_file`
+with the `size` a listing gave one ranged GET per read (without it a HEAD first); `list` one LIST per page of 1,000
+entries; `info` one HEAD (and a LIST when no object has that key: it may be a folder); `delete` one DELETE;
+`delete_dir` a LIST per page and a batch-delete POST per 1,000 keys; `open_output_stream` one PUT for a file of up to
+`MULTIPART_PART_SIZE`, else a multipart upload.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import posixpath
 import tempfile
@@ -31,6 +39,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError, StorageFullError
+from tableservice.storage.requests import RequestKind, RequestTally, count, open_scopes
 
 _S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 # Files we create are readable by other users (Spark executors often run as another user); temp files from
@@ -41,6 +50,10 @@ TEMP_PREFIX = ".tmp-"
 # A temp file older than this belongs to no running write (timeline files are written in milliseconds).
 STALE_TEMP_AGE_MS = 3600 * 1000
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+# pyarrow's S3 output stream: a file of up to one part goes up as one PutObject (delayed open), larger ones as a
+# multipart upload of parts this size.
+MULTIPART_PART_SIZE = 10 * 1024 * 1024
+LIST_PAGE = 1000
 
 
 def is_temp_file(name: str) -> bool:
@@ -147,6 +160,8 @@ class Storage:
                 kwargs["endpoint_override"] = rest if rest else o.endpoint_url
                 kwargs["scheme"] = scheme if rest else "https"
                 kwargs["allow_bucket_creation"] = True
+            # A small file goes up as one PutObject instead of a multipart upload's three requests.
+            kwargs["allow_delayed_open"] = True
             if o.region:
                 kwargs["region"] = o.region
             if o.access_key_id and o.secret_access_key:
@@ -162,8 +177,11 @@ class Storage:
             import boto3
 
             o = self.options
+            from botocore.config import Config
+
             self._boto = boto3.client(
                 "s3",
+                config=Config(max_pool_connections=64),  # the daemon's worker threads share one client
                 endpoint_url=o.endpoint_url,
                 region_name=o.region,
                 aws_access_key_id=o.access_key_id,
@@ -179,6 +197,8 @@ class Storage:
 
     def read_bytes(self, location: str) -> bytes:
         fs, path = self._resolve(location)
+        if fs is not self._local:
+            return self._get(location, path)
         try:
             with fs.open_input_stream(path) as f:
                 return bytes(f.read())
@@ -187,9 +207,17 @@ class Storage:
         except OSError as e:
             raise storage_error("read failed", location, e) from e
 
-    def open_input_file(self, location: str) -> pa.NativeFile:
-        """A random-access file (for Parquet footers and row groups)."""
+    def open_input_file(self, location: str, size: int | None = None) -> pa.NativeFile:
+        """A random-access file (for Parquet footers and row groups). On S3, `size` (from a listing) spares the HEAD
+        that finds it; every read is one ranged GET."""
         fs, path = self._resolve(location)
+        if fs is not self._local:
+            if size is None:
+                info = self.info(location)
+                if info is None or info.is_dir:
+                    raise FileMissingError("file does not exist", path=location)
+                size = info.size
+            return pa.PythonFile(_S3RangeFile(self, location, path, size), mode="r")
         try:
             return fs.open_input_file(path)
         except FileNotFoundError as e:
@@ -204,6 +232,11 @@ class Storage:
             fi = fs.get_file_info(path)
         except OSError as e:
             raise storage_error("stat failed", location, e) from e
+        finally:
+            if fs is not self._local:
+                count(RequestKind.HEAD)
+        if fs is not self._local and fi.type != pafs.FileType.File:
+            count(RequestKind.LIST)  # no object has that key: pyarrow lists it as a folder
         if fi.type == pafs.FileType.NotFound:
             return None
         return _file_info(location, fi)
@@ -219,7 +252,11 @@ class Storage:
         try:
             infos = fs.get_file_info(selector)
         except OSError as e:
+            if fs is not self._local:
+                count(RequestKind.LIST)
             raise storage_error("listing failed", location, e) from e
+        if fs is not self._local:
+            count(RequestKind.LIST, max(1, -(-len(infos) // LIST_PAGE)))
         base = location.rstrip("/")
         out = []
         for fi in infos:
@@ -236,11 +273,8 @@ class Storage:
         temp file is removed whatever fails."""
         fs, path = self._resolve(location)
         if fs is not self._local:
-            try:
-                with fs.open_output_stream(path) as f:
-                    f.write(data)
-            except OSError as e:
-                raise storage_error("write failed", location, e) from e
+            bucket, _, key = path.partition("/")
+            self._call(RequestKind.PUT, location, "write", lambda c: c.put_object(Bucket=bucket, Key=key, Body=data))
             return
         tmp = _write_temp(path, data, location)
         try:
@@ -275,8 +309,10 @@ class Storage:
         bucket, _, key = path.partition("/")
         client = self._boto_client()
         try:
-            client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            reply = client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            count(RequestKind.PUT, 1 + _retries(reply))
         except client.exceptions.ClientError as e:
+            count(RequestKind.PUT, 1 + _retries(e.response))
             code = e.response.get("Error", {}).get("Code", "")
             if code in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
                 retried = int(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0) > 0
@@ -286,17 +322,61 @@ class Storage:
                 raise AlreadyExistsError("file already exists", path=location) from e
             raise StorageError(f"conditional put failed: {code}", path=location) from e
         except BotoCoreError as e:  # the connection reset, timed out or refused once botocore's retries ran out
+            count(RequestKind.PUT)
             raise StorageError(f"conditional put failed: {type(e).__name__}: {e}", path=location) from e
 
     @staticmethod
     def _holds(client: Any, bucket: str, key: str, data: bytes) -> bool:
         """Whether the object holds exactly `data` (a conditional put that was retried: did its first attempt land?).
         Another writer's object for the same timeline file would have to be byte for byte ours to pass."""
+        count(RequestKind.GET)
         try:
             body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
         except Exception:  # any failure to read it back: not proven ours, the conflict stands
             return False
         return bool(body == data)
+
+    def _call(
+        self, kind: RequestKind, location: str, what: str, request: Any, scopes: tuple[RequestTally, ...] | None = None
+    ) -> Any:
+        """One boto3 request, counted with botocore's retries; errors become StorageErrors naming `location`
+        (FileMissingError for a missing key)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = self._boto_client()
+        try:
+            reply = request(client)
+        except ClientError as e:
+            count(kind, 1 + _retries(e.response), scopes)
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            if code in ("NoSuchKey", "404", "NotFound"):
+                raise FileMissingError("file does not exist", path=location) from e
+            raise StorageError(f"{what} failed: {code or e}", path=location) from e
+        except BotoCoreError as e:  # reset, timed out or refused once botocore's retries ran out
+            count(kind, 1, scopes)
+            raise StorageError(f"{what} failed: {type(e).__name__}: {e}", path=location) from e
+        count(kind, 1 + _retries(reply), scopes)
+        return reply
+
+    def _get(
+        self,
+        location: str,
+        path: str,
+        byte_range: str | None = None,
+        scopes: tuple[RequestTally, ...] | None = None,
+    ) -> bytes:
+        """One GetObject (a whole object, or `byte_range`: `bytes=a-b`), body read in full."""
+        from botocore.exceptions import BotoCoreError
+
+        bucket, _, key = path.partition("/")
+        extra = {"Range": byte_range} if byte_range else {}
+        reply = self._call(
+            RequestKind.GET, location, "read", lambda c: c.get_object(Bucket=bucket, Key=key, **extra), scopes
+        )
+        try:
+            return bytes(reply["Body"].read())
+        except (BotoCoreError, OSError) as e:  # the body cut short or the connection reset while reading it
+            raise StorageError(f"read failed: {type(e).__name__}: {e}", path=location) from e
 
     def open_output_stream(self, location: str) -> pa.NativeFile:
         """A stream that creates or replaces the file (parent folders are created as needed)."""
@@ -304,7 +384,8 @@ class Storage:
         try:
             if fs is self._local:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-            return fs.open_output_stream(path)
+                return fs.open_output_stream(path)
+            return pa.PythonFile(_CountedOutput(fs.open_output_stream(path)), mode="w")
         except OSError as e:
             raise storage_error("open for write failed", location, e) from e
 
@@ -314,10 +395,24 @@ class Storage:
             fs.create_dir(path, recursive=True)
         except OSError as e:
             raise storage_error("mkdir failed", location, e) from e
+        finally:
+            if fs is not self._local:  # the bucket's HEAD, then a folder marker per level
+                count(RequestKind.HEAD)
+                count(RequestKind.PUT, len([p for p in path.split("/")[1:] if p]))
 
     def delete(self, location: str, *, missing_ok: bool = True) -> bool:
-        """Delete one file. Returns False if it did not exist (or raises when `missing_ok` is False)."""
+        """Delete one file. Returns False if it did not exist (or raises when `missing_ok` is False). On S3 one
+        DeleteObject, which does not say whether the key existed: True unless `missing_ok` is False (then a HEAD
+        asks first)."""
         fs, path = self._resolve(location)
+        if fs is not self._local:
+            if not missing_ok:
+                found = self.info(location)
+                if found is None or found.is_dir:
+                    raise FileMissingError("file does not exist", path=location)
+            bucket, _, key = path.partition("/")
+            self._call(RequestKind.DELETE, location, "delete", lambda c: c.delete_object(Bucket=bucket, Key=key))
+            return True
         try:
             fs.delete_file(path)
             return True
@@ -330,6 +425,9 @@ class Storage:
 
     def delete_dir(self, location: str) -> None:
         fs, path = self._resolve(location)
+        if fs is not self._local:
+            self._delete_prefix(location, path)
+            return
         try:
             fs.delete_dir(path)
         except FileNotFoundError:
@@ -347,6 +445,31 @@ class Storage:
         except OSError as e:
             raise storage_error("rename failed", src, e) from e
 
+    def _delete_prefix(self, location: str, path: str) -> None:
+        """Every object under a folder on S3: a LIST per page, a batch delete (POST) per page."""
+        bucket, _, key = path.partition("/")
+        prefix = key.rstrip("/") + "/" if key else ""
+        token: str | None = None
+        while True:
+            extra = {"ContinuationToken": token} if token else {}
+            page = self._call(
+                RequestKind.LIST,
+                location,
+                "listing",
+                lambda c, extra=extra: c.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=LIST_PAGE, **extra),
+            )
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]  # a folder marker too, if any
+            if keys:
+                self._call(
+                    RequestKind.POST,
+                    location,
+                    "delete dir",
+                    lambda c, keys=keys: c.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True}),
+                )
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+
     def touch(self, location: str) -> None:
         """Create or rewrite an empty file (heartbeats): its modification time becomes now."""
         self.write_bytes(location, b"")
@@ -358,6 +481,89 @@ class Storage:
 
     def make_temp_name(self, folder: str, stem: str) -> str:
         return join(folder, f".{stem}.{uuid.uuid4().hex}.tmp")
+
+
+def _retries(reply: Any) -> int:
+    """How many times botocore retried a request (each one reached the server)."""
+    try:
+        return int(reply.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
+    except (AttributeError, TypeError, ValueError):
+        return 0
+
+
+class _S3RangeFile(io.RawIOBase):
+    """A random-access S3 object of known size: each read is one ranged GET (no HEAD)."""
+
+    def __init__(self, storage: Storage, location: str, path: str, size: int) -> None:
+        super().__init__()
+        self._storage, self._location, self._path, self._size, self._pos = storage, location, path, size, 0
+        self._scopes = open_scopes()  # pyarrow reads on its I/O threads: the requests count where the file opened
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, n: int | None = -1) -> bytes:
+        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
+        if end <= self._pos:
+            return b""
+        data = self._storage._get(self._location, self._path, f"bytes={self._pos}-{end - 1}", self._scopes)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+
+class _CountedOutput:
+    """pyarrow's S3 output stream, counting the requests its close makes: one PUT up to a part, else a multipart
+    upload (start and completion POSTs and a PUT per part)."""
+
+    def __init__(self, stream: pa.NativeFile) -> None:
+        self._stream = stream
+        self._written = 0
+        self._scopes = open_scopes()
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        n = int(self._stream.write(data))
+        self._written += n
+        return n
+
+    def tell(self) -> int:
+        return self._written
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._stream.close()
+        finally:
+            if self._written <= MULTIPART_PART_SIZE:
+                count(RequestKind.PUT, 1, self._scopes)
+            else:
+                count(RequestKind.POST, 2, self._scopes)
+                count(RequestKind.PUT, -(-self._written // MULTIPART_PART_SIZE), self._scopes)
 
 
 def _file_info(location: str, fi: pafs.FileInfo) -> FileInfo:

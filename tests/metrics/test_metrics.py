@@ -54,6 +54,8 @@ def test_family_names_and_types() -> None:
         "tableservice_lock_hold_seconds": "histogram",
         "tableservice_poll_duration_seconds": "histogram",
         "tableservice_last_successful_poll_timestamp_seconds": "gauge",
+        "tableservice_poll_lag_seconds": "gauge",
+        "tableservice_storage_requests": "counter",
         "tableservice_table_errors": "counter",
         "tableservice_table_quarantined": "gauge",
         "tableservice_table_paused": "gauge",
@@ -286,3 +288,19 @@ def test_bad_values_are_rejected(call: object, message: str) -> None:
         call(m)
     # a rejected record_io adds nothing at all
     assert not [k for k in samples(m) if ("table", "t") in k[1]]
+
+
+def test_storage_requests_add_up_per_table_and_kind() -> None:
+    m = fresh()
+    m.storage_requests("trips", {"LIST": 1})
+    m.storage_requests("trips", {"LIST": 2, "GET": 3, "PUT": 0})
+    m.storage_requests("rides", {"HEAD": 1})
+    m.poll_lag("trips", 1.5)
+    got = samples(m)
+    assert got[key("tableservice_storage_requests_total", table="trips", kind="LIST")] == 3.0
+    assert got[key("tableservice_storage_requests_total", table="trips", kind="GET")] == 3.0
+    assert key("tableservice_storage_requests_total", table="trips", kind="PUT") not in got
+    assert got[key("tableservice_storage_requests_total", table="rides", kind="HEAD")] == 1.0
+    assert got[key("tableservice_poll_lag_seconds", table="trips")] == 1.5
+    m.forget_table("trips")
+    assert key("tableservice_storage_requests_total", table="trips", kind="LIST") not in samples(m)

@@ -28,6 +28,7 @@ import posixpath
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from tableservice.errors import InstantNotPendingError, InvalidPlanError, InvalidTimelineError, TableServiceError
@@ -52,6 +53,7 @@ from tableservice.hudi.table.hudi_table import HudiTable, Requested
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.storage import join
+from tableservice.storage.requests import carry_context
 
 log = logging.getLogger(__name__)
 METADATA_VERSION = 2
@@ -314,7 +316,7 @@ def execute_clean(
         content = plan_bytes if table.config.layout_version < 2 else b""
         current = table.active.transition_to_inflight(current, content)
     with ThreadPoolExecutor(max_workers=max(1, parallelism), thread_name_prefix="clean") as pool:
-        results = list(pool.map(lambda target: _delete_one(table, target), resolved.files))
+        results = list(pool.map(carry_context(partial(_delete_one, table)), resolved.files))
     gone = {t.location for t, ok in results if ok}
     deleted_partitions = {p for p in resolved.partitions_to_delete if _delete_partition(table, p, gone)}
     metadata = _metadata(current, resolved, results, deleted_partitions, started)

@@ -67,6 +67,7 @@ from tableservice.hudi.table.read import read_schema
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import WRITE_ACTIONS, Action, Instant, instant_epoch_ms
 from tableservice.storage import join
+from tableservice.storage.requests import carry_context
 
 log = logging.getLogger(__name__)
 
@@ -338,7 +339,7 @@ def file_stats(table: HudiTable, files: Sequence[NewFile], index: cs.ColumnStats
     if len(files) <= 1:
         return [one(f) for f in files]
     with ThreadPoolExecutor(max_workers=min(STATS_THREADS, len(files)), thread_name_prefix="mdt-stats") as pool:
-        return list(pool.map(one, files))
+        return list(pool.map(carry_context(one), files))
 
 
 def log_data_records(table: HudiTable, location: str) -> pa.Table:

@@ -15,6 +15,7 @@ import time
 
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
 from tableservice.storage import Storage, join
+from tableservice.storage.requests import carry_context
 
 MARKER_SUFFIX = ".marker."
 DEFAULT_HEARTBEAT_INTERVAL_MS = 60_000
@@ -110,7 +111,7 @@ class Heartbeat:
 
     def start(self) -> Heartbeat:
         self.storage.touch(self.path)
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.path}", daemon=True)
+        self._thread = threading.Thread(target=carry_context(self._run), name=f"heartbeat-{self.path}", daemon=True)
         self._thread.start()
         return self
 

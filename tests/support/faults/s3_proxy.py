@@ -16,6 +16,10 @@ A failing request gets one fault `kind`:
 
 `reset` and `timeout` happen before the request reaches moto or, with `after=True`, once moto has applied it (the
 client never learns that its write landed); `500` and `503` never reach moto; `cut` always has.
+
+The proxy also counts what it forwards, on the server's side of the client: every request is classified by
+`request_kind` (LIST, GET, HEAD, PUT, POST, DELETE) and logged with its object key (`proxy.seen()`,
+`proxy.counts(prefix)`), so benchmarks and tests check request counts independently of the client's own counting.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ import socket
 import struct
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 KINDS = ("reset", "500", "503", "timeout", "cut")
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade", "te"})
@@ -37,6 +42,28 @@ _ERRORS = {
     "500": (500, "InternalError", "We encountered an internal error. Please try again."),
     "503": (503, "SlowDown", "Please reduce your request rate."),
 }
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    """One request the proxy received: its kind (`request_kind`), bucket and object key (for a LIST: its prefix)."""
+
+    kind: str
+    bucket: str
+    key: str
+
+
+def request_kind(method: str, target: str) -> SeenRequest:
+    """Classify an S3 request (path-style addressing, as pyarrow and boto3 use against an endpoint override): a GET
+    of a bucket (`?list-type=2`, `?prefix=`...) is a LIST, a GET of an object a GET; POST covers multipart uploads and
+    batch deletes."""
+    parts = urlsplit(target)
+    path = unquote(parts.path).lstrip("/")
+    bucket, _, key = path.partition("/")
+    query = parse_qs(parts.query, keep_blank_values=True)
+    if method == "GET" and not key:
+        return SeenRequest("LIST", bucket, query.get("prefix", [""])[0])
+    return SeenRequest(method, bucket, key)
 
 
 @dataclass
@@ -161,6 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         body = self._body()
+        self.server.note(self.command, self.path)
         kind = self.server.next_fault()
         if kind is None or kind == "cut":
             status, reason, headers, data = self._forward(body)
@@ -203,6 +231,7 @@ class FaultProxy(ThreadingHTTPServer):
         self.plan: FaultPlan | None = None
         self.requests = 0
         self.injected = 0
+        self._seen: list[SeenRequest] = []
         super().__init__(("127.0.0.1", 0), _Handler)
         self._thread = threading.Thread(target=self.serve_forever, name="s3-fault-proxy", daemon=True)
 
@@ -216,6 +245,24 @@ class FaultProxy(ThreadingHTTPServer):
             self.plan = plan
             self.requests = 0
             self.injected = 0
+
+    def note(self, method: str, target: str) -> None:
+        seen = request_kind(method, target)
+        with self._guard:
+            self._seen.append(seen)
+
+    def seen(self) -> list[SeenRequest]:
+        """Every request received since the last `reset_seen` (faulted ones too), in arrival order."""
+        with self._guard:
+            return list(self._seen)
+
+    def reset_seen(self) -> None:
+        with self._guard:
+            self._seen.clear()
+
+    def counts(self, prefix: str = "") -> Counter[str]:
+        """Requests by kind whose object key (a LIST's prefix) starts with `prefix`."""
+        return Counter(r.kind for r in self.seen() if r.key.startswith(prefix))
 
     def next_fault(self) -> str | None:
         with self._guard:

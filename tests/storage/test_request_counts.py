@@ -1,0 +1,95 @@
+"""Object-store requests counted in process (`tableservice.storage.requests`) against the requests the S3 server
+received (the counting proxy in front of moto): an idle poll is one timeline listing, and an action's counts match
+the server's kind for kind."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from tableservice.hudi.table.config import TableType
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.write.client import WriteClient, WriteOptions
+from tableservice.hudi.write.workload import Workload
+from tableservice.locks import InProcessLockProvider
+from tableservice.metrics import new_metrics
+from tableservice.planning.compaction.policy import CompactionPolicy
+from tableservice.service.actions import TableContext
+from tableservice.service.compaction import schedule_compaction
+from tableservice.service.table_state import TableSettings
+from tableservice.service.table_worker import TableWorker
+from tableservice.storage import Storage, StorageOptions
+from tableservice.storage.requests import counting
+from tests.support.faults.s3_proxy import FaultProxy
+from tests.support.servers import moto_server
+from tests.support.trip_tables import create_trip_table
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[tuple[FaultProxy, Storage]]:
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    try:
+        with moto_server() as moto, FaultProxy(moto.endpoint_url) as proxy:
+            boto3.client("s3", endpoint_url=moto.endpoint_url, region_name="us-east-1").create_bucket(Bucket="counts")
+            yield proxy, Storage(StorageOptions(endpoint_url=proxy.endpoint_url, region="us-east-1"))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _mor_table(storage: Storage, uri: str, version: int, commits: int) -> str:
+    create_trip_table(uri, version, TableType.MERGE_ON_READ, name=uri.rsplit("/", 1)[-1], storage=storage)
+    client = WriteClient(storage, uri, options=WriteOptions(max_file_records=40))
+    for step in Workload(80, commits, 0.3, 0.0, partitions=2, seed=5).steps():
+        client.apply(step)
+    return uri
+
+
+def _metric(metrics_text: str, table: str) -> dict[str, float]:
+    pattern = rf'^tableservice_storage_requests_total\{{kind="(\w+)",table="{table}"\}} ([0-9.e+]+)$'
+    return {k: float(v) for k, v in re.findall(pattern, metrics_text, re.M)}
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_an_idle_poll_is_one_timeline_listing_and_nothing_else(s3: tuple[FaultProxy, Storage], version: int) -> None:
+    proxy, storage = s3
+    uri = _mor_table(storage, f"s3://counts/idle{version}", version, commits=2)
+    metrics = new_metrics(process_metrics=False)
+    worker = TableWorker(TableSettings(uri=uri, name=f"idle{version}"), storage, InProcessLockProvider(), None, metrics)  # type: ignore[arg-type]
+    worker.poll()  # the first poll opens the table: hoodie.properties, the archive once
+    worker.needs_pass()
+    before = _metric(metrics.render()[0].decode(), f"idle{version}")
+    proxy.reset_seen()
+    for _ in range(3):
+        worker.poll()
+        worker.needs_pass()
+    seen = proxy.seen()
+    timeline = "idle6/.hoodie/" if version == 6 else f"idle{version}/.hoodie/timeline/"
+    assert [(r.kind, r.key) for r in seen] == [("LIST", timeline)] * 3
+    after = _metric(metrics.render()[0].decode(), f"idle{version}")
+    assert after["LIST"] - before.get("LIST", 0.0) == 3.0
+    assert {k: after[k] - before.get(k, 0.0) for k in after if k != "LIST"} == {k: 0.0 for k in after if k != "LIST"}
+
+
+def test_in_process_counts_of_an_action_match_the_server(s3: tuple[FaultProxy, Storage]) -> None:
+    proxy, storage = s3
+    uri = _mor_table(storage, "s3://counts/action", 9, commits=4)
+    table = HudiTable.open(storage, uri)
+    ctx = TableContext(table=table, lock=InProcessLockProvider().table_lock(table.name, uri), executor=None)  # type: ignore[arg-type]
+    proxy.reset_seen()
+    with counting() as tally:
+        scheduled = schedule_compaction(ctx, CompactionPolicy(), force=True)
+    assert scheduled is not None
+    server = Counter(r.kind for r in proxy.seen())
+    assert tally.counts() == dict(server)
+    assert server["PUT"] >= 1 and server["LIST"] >= 1  # the plan written, the timeline listed
+    assert server["HEAD"] == 0  # sizes come from listings
