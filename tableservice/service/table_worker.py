@@ -25,7 +25,7 @@ from tableservice.errors import (
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
-from tableservice.hudi.timeline.instant import Action, Instant, State
+from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
 from tableservice.service.actions import ActionHooks, TableContext
@@ -74,7 +74,6 @@ class TableWorker:
         self.snapshot: TableSnapshot | None = None  # what the current pass sees
         self._nothing_at: dict[str, str] = {}
         self._held = Holds()
-        self._archive_looked = False
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
         self._show_paused()
 
@@ -142,25 +141,6 @@ class TableWorker:
 
     # --- polling -----------------------------------------------------------------------------------
 
-    def _archived_compaction(self, table: HudiTable) -> str | None:
-        """The last compaction when the active timeline holds none any more: what this worker saw before, else the
-        newest in the archive (read once per worker: a merge-on-read table's completed `commit`s there)."""
-        if self.status.last_compaction is not None or not table.config.is_mor:
-            return self.status.last_compaction
-        if self._archive_looked:
-            return None
-        self._archive_looked = True
-        try:
-            archived = [
-                a.requested_time
-                for a in table.archived_instants(completed_only=True)
-                if a.action is Action.COMMIT and a.state is State.COMPLETED
-            ]
-        except TableServiceError as e:  # the status goes without it; serving the table does not need it
-            log.warning("could not read the archived timeline: %s", e, extra={"table": self.label})
-            return None
-        return max(archived, default=None)
-
     def poll(self, *, reload: bool = True) -> list[Instant]:
         """Take a snapshot (one listing; without `reload`, of what the table holds) and report pending actions in
         the status and the metrics; returns pending compactions (none when the table is not served)."""
@@ -183,7 +163,9 @@ class TableWorker:
                     }
                     for i in timeline.pending()
                 ],
-                last_compaction=done[-1].requested_time if done else self._archived_compaction(table),
+                # The newest on the active timeline, else the last one this worker saw: a poll never reads the
+                # archived timeline (its cost would grow with the table's history); `status` looks there.
+                last_compaction=done[-1].requested_time if done else self.status.last_compaction,
                 last_poll=time.time(),
             )
             pending = {svc.name: svc.pending(snapshot) for svc in self._services if svc.plans_on_timeline}
