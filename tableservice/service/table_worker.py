@@ -20,6 +20,7 @@ from tableservice.errors import (
     LeaseHeldError,
     LockError,
     MetadataOutOfStepError,
+    SparkUnavailableError,
     TableServiceError,
 )
 from tableservice.executors.spark import SparkExecutor, job_tag
@@ -260,6 +261,11 @@ class TableWorker:
     ) -> TableSnapshot:
         """One service's turn on `snapshot`; returns the snapshot the next service starts from: a new one (taken
         explicitly) when this one changed the timeline."""
+        if svc.uses_spark:
+            unavailable = self.executor.unavailable()
+            if unavailable is not None:  # retried by the next start; the table's other services go on
+                log.warning("%s waits for spark: %s", svc.name, unavailable.problem, extra={"table": self.label})
+                return snapshot
         changed = False
         if svc.settings.execute:
             for instant in self._runnable(svc, svc.pending(snapshot)):
@@ -363,6 +369,12 @@ class TableWorker:
         except InstantNotPendingError as e:  # another process got there first
             log.info("%s skipped: %s", action, e.problem, extra={"table": self.label, "instant": instant})
             self._remember(action, instant, started_at, ActionOutcome.SKIPPED, error=str(e))
+            return None
+        except SparkUnavailableError as e:  # Spark's failure, not the table's: only Spark actions wait for it
+            if self.metrics is not None:
+                self.metrics.action_failed(self.label, action)
+            log.warning("%s waits for spark: %s", action, e.problem, extra={"table": self.label, "instant": instant})
+            self._remember(action, instant, started_at, ActionOutcome.FAILED, error=str(e))
             return None
         except ActionAbandonedError as e:  # optimistic concurrency at work, not a failure of the table
             if self.metrics is not None:
