@@ -261,7 +261,7 @@ class TableWorker:
     ) -> TableSnapshot:
         """One service's turn on `snapshot`; returns the snapshot the next service starts from: a new one (taken
         explicitly) when this one changed the timeline."""
-        if svc.uses_spark:
+        if svc.uses_spark and isinstance(self.executor, SparkExecutor):  # tests may pass stand-ins
             unavailable = self.executor.unavailable()
             if unavailable is not None:  # retried by the next start; the table's other services go on
                 log.warning("%s waits for spark: %s", svc.name, unavailable.problem, extra={"table": self.label})
