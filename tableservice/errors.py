@@ -115,6 +115,11 @@ class SparkJobError(RetryableError):
     cancellation, a bug in a task)."""
 
 
+class SparkUnavailableError(RetryableError):
+    """The Spark session did not start (or not yet again after a failed start): actions that need Spark wait for
+    the next start; the others go on."""
+
+
 class InstantNotPendingError(ConflictError):
     """The instant an action was about to execute is no longer pending: another process completed or removed it
     since it was listed. Nothing to do, and nothing failed."""

@@ -163,8 +163,9 @@ def cmd_once(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if not args.offline:
+        document = status_cmd.fetch_status(config, status_cmd.daemon_url(config, args.url))
         return status_cmd.render(
-            status_cmd.fetch_status(config, status_cmd.daemon_url(config, args.url)), as_json=args.json
+            status_cmd.with_archived_compactions(Storage(storage_options(config)), document), as_json=args.json
         )
     rows = []
     with _workers(config, SparkExecutor(executor_settings(config))) as workers:
@@ -176,7 +177,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             except TableServiceError as e:
                 worker.status.set_health(TableHealth.ERROR, str(e))
             rows.append(worker.status.to_json())
-    return status_cmd.render({"tables": rows}, as_json=args.json)
+    return status_cmd.render(
+        status_cmd.with_archived_compactions(Storage(storage_options(config)), {"tables": rows}), as_json=args.json
+    )
 
 
 def cmd_compact_schedule(args: argparse.Namespace) -> int:

@@ -11,9 +11,13 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from tableservice.cli.table_health import last_archived
 from tableservice.config import DaemonConfig
-from tableservice.errors import ConfigError
+from tableservice.errors import ConfigError, TableServiceError
+from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import Action
 from tableservice.service.wiring import status_token
+from tableservice.storage import Storage
 
 HEALTHY = frozenset({"ok"})
 TIMEOUT_S = 5.0
@@ -73,6 +77,26 @@ def fetch_status(config: DaemonConfig, url: str) -> dict[str, Any]:
     return document
 
 
+def with_archived_compactions(storage: Storage, document: dict[str, Any]) -> dict[str, Any]:
+    """Fill in the last compaction of merge-on-read tables whose active timeline holds none any more: the newest
+    archived one, read here from the newest archive files only (the daemon's polls never read the archive, so its
+    /status names only compactions on the active timeline or ones it saw). A table this process cannot read keeps
+    what the document said."""
+    for t in document.get("tables", []):
+        if not isinstance(t, dict) or t.get("last_compaction") or t.get("table_type") != "MERGE_ON_READ":
+            continue
+        uri = t.get("uri")
+        if not isinstance(uri, str):
+            continue
+        try:
+            found = last_archived(HudiTable.open(storage, uri), Action.COMPACTION)
+        except TableServiceError:
+            continue
+        if found is not None:
+            t["last_compaction"], t["last_compaction_archived"] = found, True
+    return document
+
+
 def render(document: dict[str, Any], *, as_json: bool) -> int:
     """Print the tables' state; 1 when any table is not healthy."""
     tables = [t for t in document.get("tables", []) if isinstance(t, dict)]
@@ -104,7 +128,8 @@ def render(document: dict[str, Any], *, as_json: bool) -> int:
             print(f"  last error: {t['last_error']}")
         for p in t.get("pending") or []:
             print(f"  pending {p['action']} {p['instant']} ({p['state']}, {float(p['age_seconds']):.0f}s old)")
-        print(f"  last compaction {t.get('last_compaction') or '-'}")
+        archived = " (archived)" if t.get("last_compaction_archived") else ""
+        print(f"  last compaction {t.get('last_compaction') or '-'}{archived}")
         for service, due in sorted((t.get("due") or {}).items()):
             print(f"  {service}: {_when(due)}")
     if unhealthy:

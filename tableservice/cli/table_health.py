@@ -8,7 +8,6 @@ from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.fs_view import FileSystemView
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
-from tableservice.hudi.timeline.archive_model import ArchivedInstant
 from tableservice.hudi.timeline.instant import Action, Instant, State, parse_instant_time, timeline_timezone
 from tableservice.planning.clustering.policy import ClusteringPolicy
 
@@ -30,14 +29,14 @@ def _last(timeline: Timeline, table: HudiTable, want: Action) -> Instant | None:
     return done[-1] if done else None
 
 
-def _last_archived(table: HudiTable, history: list[ArchivedInstant], want: Action) -> str | None:
-    """The newest archived compaction (a merge-on-read table's completed `commit`) or clean, when the active
-    timeline holds none any more."""
+def last_archived(table: HudiTable, want: Action) -> str | None:
+    """The newest archived compaction (a merge-on-read table's completed `commit`) or clean, for when the active
+    timeline holds none any more: read from the newest archive files only."""
     if want is Action.COMPACTION and table.config.table_type is not TableType.MERGE_ON_READ:
         return None
     action = Action.COMMIT if want is Action.COMPACTION else want
-    archived = [a.requested_time for a in history if a.state is State.COMPLETED and a.action is action]
-    return max(archived) if archived else None
+    found = table.newest_archived(lambda a: a.state is State.COMPLETED and a.action is action)
+    return found.requested_time if found is not None else None
 
 
 def health_summary(table: HudiTable, timeline: Timeline, view: FileSystemView, now: float) -> dict[str, Any]:
@@ -54,15 +53,15 @@ def health_summary(table: HudiTable, timeline: Timeline, view: FileSystemView, n
                 "state": i.state.name,
                 "age_seconds": _age_seconds(i.requested_time, table.config.timezone_name, now),
             }
-    history = table.archived_instants(completed_only=True)  # read once: the archive can be long
     last: dict[str, dict[str, Any] | None] = {}
     for name, action in (("compaction", Action.COMPACTION), ("clustering", Action.CLUSTERING), ("clean", Action.CLEAN)):
         found = _last(timeline, table, action)
         if found is not None:
             last[name] = {"instant": found.requested_time, "archived": False}
             continue
-        archived = _last_archived(table, history, action) if action is not Action.CLUSTERING else None
+        archived = last_archived(table, action) if action is not Action.CLUSTERING else None
         last[name] = {"instant": archived, "archived": True} if archived else None
+    newest = table.newest_archived()  # the newest archive file only: the archive can be long
     return {
         "file_groups": len(slices),
         "file_groups_with_logs": len(with_logs),
@@ -72,7 +71,7 @@ def health_summary(table: HudiTable, timeline: Timeline, view: FileSystemView, n
         "small_file_limit_bytes": SMALL_FILE_BYTES,
         "oldest_pending": oldest,
         "last_completed": last,
-        "newest_archived_instant": max((a.requested_time for a in history), default=None),
+        "newest_archived_instant": newest.requested_time if newest is not None else None,
     }
 
 

@@ -27,7 +27,13 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from tableservice import errors
-from tableservice.errors import PermanentError, RetryableError, SparkJobError, TableServiceError
+from tableservice.errors import (
+    PermanentError,
+    RetryableError,
+    SparkJobError,
+    SparkUnavailableError,
+    TableServiceError,
+)
 from tableservice.executors.jvm_output import classic_session
 from tableservice.hudi.action.tasks import Task, run_task, task_from_json
 from tableservice.hudi.file_group.records_read import counting_records
@@ -142,46 +148,101 @@ def task_payload(tasks: Sequence[Task], storage_options: StorageOptions | None) 
 
 
 class SparkExecutor:
-    """Owns the SparkSession; thread-safe for concurrent actions (one job tag per action)."""
+    """Owns the SparkSession; thread-safe for concurrent actions (one job tag per action).
+
+    The session starts on first use, or ahead of it (the daemon starts it in the background). An action that needs
+    it while another thread starts it waits, and says so in the log. A failed start raises SparkUnavailableError
+    (retryable); for `START_RETRY_S` after it, actions get that error at once instead of starting again."""
+
+    START_RETRY_S = 30.0
 
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings
         self._session: SparkSession | None = None
         self._owns_session = False
         self._lock = threading.Lock()
+        self._starting_since: float | None = None  # monotonic time a start began, while it runs
+        self._failure: tuple[str, float] | None = None  # the last failed start: its error, monotonic time
         self.last_peak_rss_kb = 0  # highest Python worker peak RSS seen by the last job
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
+    @property
+    def where(self) -> str:
+        return self.settings.remote or self.settings.master or "local[*]"
+
+    def unavailable(self) -> SparkUnavailableError | None:
+        """The error of the last start when it failed less than `START_RETRY_S` ago and no session is up."""
+        failure = self._failure
+        if self._session is not None or failure is None or time.monotonic() - failure[1] >= self.START_RETRY_S:
+            return None
+        return SparkUnavailableError(f"the spark session ({self.where}) did not start: {failure[0]}")
+
     def start(self) -> SparkSession:
+        """The session, started now if it is not up (waiting for a start under way in another thread)."""
+        session = self._session
+        if session is not None:
+            return session
+        refused = self.unavailable()
+        if refused is not None:
+            raise refused
+        since = self._starting_since
+        waited = time.monotonic()
+        if since is not None:
+            log.info("waiting for the spark session (%s), starting for %.1fs", self.where, waited - since)
         with self._lock:
             if self._session is not None:
+                if since is not None:
+                    log.info("spark session up after waiting %.1fs", time.monotonic() - waited)
                 return self._session
-            s = self.settings
-            active = None if s.remote else SparkSession.getActiveSession()
-            if active is not None:  # getOrCreate would return it: share it, and leave stopping it to its owner
-                self._session, self._owns_session = active, False
-                log.info("using the spark session already running in this process")
-                return active
-            if s.remote:
-                builder = SparkSession.builder.appName(s.app_name).remote(s.remote)
-                for key, value in s.conf.items():
-                    builder = builder.config(key, value)
-                session = builder.getOrCreate()
-            else:
-                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-                options = {
-                    "spark.app.name": s.app_name,
-                    "spark.master": s.master or "local[*]",
-                    "spark.ui.enabled": "false",
-                    "spark.sql.execution.arrow.pyspark.enabled": "true",
-                    **s.conf,
-                }
-                session = classic_session(options, s.jvm_log_level)
-            self._session, self._owns_session = session, True
-            log.info("spark session started (%s)", s.remote or s.master)
-            return self._session
+            refused = self.unavailable()  # the start waited for failed
+            if refused is not None:
+                raise refused
+            self._starting_since = time.monotonic()
+            try:
+                session, self._owns_session = self._create_session()
+            except Exception as e:  # any failure to start: the JVM, the connection, the configuration
+                self._failure = (short_error(e), time.monotonic())
+                raise SparkUnavailableError(
+                    f"the spark session ({self.where}) did not start: {self._failure[0]}"
+                ) from e
+            finally:
+                self._starting_since = None
+            self._failure = None
+            self._session = session
+            return session
+
+    def start_again(self) -> SparkSession:
+        """`start`, trying now even when the last start failed less than `START_RETRY_S` ago (the daemon's own
+        retries, with their back-off)."""
+        self._failure = None
+        return self.start()
+
+    def _create_session(self) -> tuple[SparkSession, bool]:
+        """A new session, or the one already running in this process; whether this executor owns (stops) it."""
+        s = self.settings
+        active = None if s.remote else SparkSession.getActiveSession()
+        if active is not None:  # getOrCreate would return it: share it, and leave stopping it to its owner
+            log.info("using the spark session already running in this process")
+            return active, False
+        if s.remote:
+            builder = SparkSession.builder.appName(s.app_name).remote(s.remote)
+            for key, value in s.conf.items():
+                builder = builder.config(key, value)
+            session = builder.getOrCreate()
+        else:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            options = {
+                "spark.app.name": s.app_name,
+                "spark.master": s.master or "local[*]",
+                "spark.ui.enabled": "false",
+                "spark.sql.execution.arrow.pyspark.enabled": "true",
+                **s.conf,
+            }
+            session = classic_session(options, s.jvm_log_level)
+        log.info("spark session started (%s)", self.where)
+        return session, True
 
     @property
     def session(self) -> SparkSession:

@@ -225,6 +225,7 @@ class ClusteringService(ServiceBase[ClusteringPolicy]):
     """Clustering (the `TableService` protocol); v6 replace commits holding a clustering plan count as pending."""
 
     name = "clustering"
+    uses_spark = True
 
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return pending_clustering(snapshot.table, snapshot.timeline)

@@ -205,6 +205,7 @@ class CompactionService(ServiceBase[CompactionPolicy]):
     """Compaction of merge-on-read tables (the `TableService` protocol)."""
 
     name = "compaction"
+    uses_spark = True
 
     def applies(self, snapshot: TableSnapshot) -> bool:
         return snapshot.config.is_mor

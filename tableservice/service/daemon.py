@@ -66,7 +66,7 @@ CONFIG_WATCH_SECONDS = 2.0
 
 
 class RunState(StrEnum):
-    """The daemon's life: STARTING until Spark is up and the tables are served, RUNNING, STOPPING once a stop
+    """The daemon's life: STARTING until the tables are served (Spark starts beside them), RUNNING, STOPPING once a stop
     was asked for (running actions drain), STOPPED."""
 
     STARTING = "starting"
@@ -166,7 +166,6 @@ class Daemon:
         if clashes:
             raise ConfigError("; ".join(str(c) for c in clashes))
         self.metrics.set_up(True)
-        self.health.add_readiness_check("spark", lambda: self._spark_up)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -197,7 +196,7 @@ class Daemon:
                 )
                 tg.start_soon(self._signals, tg)
                 tg.start_soon(self._heartbeat)
-                await self._start_spark()
+                tg.start_soon(self._start_spark)  # in the background: readiness and the polls do not wait for it
                 self.health.set_ready(True)
                 tg.start_soon(self._watch_config, tg)
                 await self._sync_tables(tg, named)
@@ -233,13 +232,25 @@ class Daemon:
             task.wake.set()
 
     async def _start_spark(self) -> None:
-        try:
-            await anyio.to_thread.run_sync(self.executor.start)
-            await anyio.to_thread.run_sync(self.executor.warm_up)
+        """Start the Spark session (and warm its Python workers) beside the tables' polls; actions that need it wait
+        for it (`SparkExecutor.start`). A failed start is retried with the retry back-off until it succeeds or the
+        daemon stops; meanwhile only the actions that need Spark are held back."""
+        retry = self.config.service.retry
+        delay = float(retry.initial_backoff_seconds)
+        log.info("starting the spark session (%s) in the background", self.executor.where)
+        while not self.stopping:
+            try:
+                await anyio.to_thread.run_sync(self.executor.start_again)
+                await anyio.to_thread.run_sync(self.executor.warm_up)
+            except Exception as e:  # Spark failing to start holds back Spark actions, not the daemon
+                log.error("spark did not start, trying again in %.0fs: %s", delay, e)
+                with anyio.move_on_after(delay):
+                    await self._stop_event.wait()
+                delay = min(float(retry.max_backoff_seconds), delay * 2)
+                continue
             self._spark_up = True
             self.metrics.set_spark_up(True)
-        except Exception as e:  # Spark failing to start keeps the daemon unready, not dead
-            log.error("spark did not start: %s", e)
+            return
 
     async def _heartbeat(self) -> None:
         while True:

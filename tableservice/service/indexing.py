@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 class IndexingService(ServiceBase[IndexingPolicy]):
     name = "indexing"
+    uses_spark = True
 
     def __init__(self, settings: ServiceSettings[IndexingPolicy], secondary_indexes: dict[str, str] | None = None):
         super().__init__(settings)

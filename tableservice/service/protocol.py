@@ -74,6 +74,7 @@ class ServiceBase(Generic[P]):
 
     name: ClassVar[str]
     plans_on_timeline: ClassVar[bool] = True
+    uses_spark: ClassVar[bool] = False
 
     def __init__(self, settings: ServiceSettings[P]) -> None:
         self.settings = settings
@@ -95,6 +96,11 @@ class TableService(Protocol):
     @property
     def plans_on_timeline(self) -> bool:
         """Whether `schedule` writes a requested instant (archival and rollback write none)."""
+
+    @property
+    def uses_spark(self) -> bool:
+        """Whether executing needs the Spark session (compaction, clustering, indexing): held back while it is
+        unavailable, while the other services go on."""
 
     @property
     def settings(self) -> ServiceSettings[Any]: ...

@@ -21,12 +21,13 @@ from tableservice.errors import (
     LeaseHeldError,
     LockError,
     MetadataOutOfStepError,
+    SparkUnavailableError,
     TableServiceError,
 )
 from tableservice.executors.spark import SparkExecutor, job_tag
 from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
-from tableservice.hudi.timeline.instant import Action, Instant, State
+from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
 from tableservice.planning.due import Due
@@ -79,7 +80,6 @@ class TableWorker:
         self._nothing_at: dict[str, str] = {}
         self._spark_seconds = 0.0  # Spark job seconds of the action running now (one at a time per worker)
         self._held = Holds()
-        self._archive_looked = False
         self._counting = False
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
         self._show_paused()
@@ -169,25 +169,6 @@ class TableWorker:
 
     # --- polling -----------------------------------------------------------------------------------
 
-    def _archived_compaction(self, table: HudiTable) -> str | None:
-        """The last compaction when the active timeline holds none any more: what this worker saw before, else the
-        newest in the archive (read once per worker: a merge-on-read table's completed `commit`s there)."""
-        if self.status.last_compaction is not None or not table.config.is_mor:
-            return self.status.last_compaction
-        if self._archive_looked:
-            return None
-        self._archive_looked = True
-        try:
-            archived = [
-                a.requested_time
-                for a in table.archived_instants(completed_only=True)
-                if a.action is Action.COMMIT and a.state is State.COMPLETED
-            ]
-        except TableServiceError as e:  # the status goes without it; serving the table does not need it
-            log.warning("could not read the archived timeline: %s", e, extra={"table": self.label})
-            return None
-        return max(archived, default=None)
-
     def poll(self, *, reload: bool = True) -> list[Instant]:
         """Take a snapshot (one listing; without `reload`, of what the table holds) and report pending actions in
         the status and the metrics; returns pending compactions (none when the table is not served)."""
@@ -214,7 +195,9 @@ class TableWorker:
                     }
                     for i in timeline.pending()
                 ],
-                last_compaction=done[-1].requested_time if done else self._archived_compaction(table),
+                # The newest on the active timeline, else the last one this worker saw: a poll never reads the
+                # archived timeline (its cost would grow with the table's history); `status` looks there.
+                last_compaction=done[-1].requested_time if done else self.status.last_compaction,
                 last_poll=time.time(),
             )
             pending = {svc.name: svc.pending(snapshot) for svc in self._services if svc.plans_on_timeline}
@@ -331,6 +314,11 @@ class TableWorker:
     ) -> TableSnapshot:
         """One service's turn on `snapshot`; returns the snapshot the next service starts from: a new one (taken
         explicitly) when this one changed the timeline."""
+        if svc.uses_spark and isinstance(self.executor, SparkExecutor):  # tests may pass stand-ins
+            unavailable = self.executor.unavailable()
+            if unavailable is not None:  # retried by the next start; the table's other services go on
+                log.warning("%s waits for spark: %s", svc.name, unavailable.problem, extra={"table": self.label})
+                return snapshot
         changed = False
         if svc.settings.execute:
             for instant in self._runnable(svc, svc.pending(snapshot)):
@@ -435,6 +423,12 @@ class TableWorker:
         except InstantNotPendingError as e:  # another process got there first
             log.info("%s skipped: %s", action, e.problem, extra={"table": self.label, "instant": instant})
             self._remember(action, instant, started_at, ActionOutcome.SKIPPED, error=str(e))
+            return None
+        except SparkUnavailableError as e:  # Spark's failure, not the table's: only Spark actions wait for it
+            if self.metrics is not None:
+                self.metrics.action_failed(self.label, action)
+            log.warning("%s waits for spark: %s", action, e.problem, extra={"table": self.label, "instant": instant})
+            self._remember(action, instant, started_at, ActionOutcome.FAILED, error=str(e))
             return None
         except ActionAbandonedError as e:  # optimistic concurrency at work, not a failure of the table
             if self.metrics is not None:

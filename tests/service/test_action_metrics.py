@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tableservice.cli.status_cmd import with_archived_compactions
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
@@ -116,7 +117,8 @@ def test_a_rolled_back_failed_write_is_counted(tmp_path: Path, monkeypatch: pyte
 
 
 def test_last_compaction_is_found_in_the_archive(tmp_path: Path) -> None:
-    """Once its compaction is archived, a table's status still names it (read once from the archive)."""
+    """Once its compaction is archived, `tableservice status` still names it, read from the newest archive file by
+    the command (a poll never reads the archive)."""
     from tableservice.hudi.action.archival import archive
     from tableservice.hudi.table.read import ReadOptions, read
     from tableservice.hudi.write.workload import FollowUp
@@ -135,6 +137,9 @@ def test_last_compaction_is_found_in_the_archive(tmp_path: Path) -> None:
     assert HudiTable.open(Storage(), path).timeline().get(compaction.requested_time) is None
     worker = _worker(path, Metrics(CollectorRegistry()))
     worker.poll()
-    assert worker.status.last_compaction == compaction.requested_time
-    worker.poll()  # the archive is read once; the value stays
-    assert worker.status.last_compaction == compaction.requested_time
+    worker = _worker(path, Metrics(CollectorRegistry()))
+    worker.poll()
+    assert worker.status.last_compaction is None  # a poll never reads the archive
+    document = with_archived_compactions(Storage(), {"tables": [worker.status.to_json()]})
+    assert document["tables"][0]["last_compaction"] == compaction.requested_time
+    assert document["tables"][0]["last_compaction_archived"] is True

@@ -28,6 +28,7 @@ from tableservice.service.compaction import execute_compaction, schedule_compact
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import config_text, mor_table
 from tests.support.oracle import assert_same_rows, hudi_read
+from tests.support.servers import run_watching_children
 from tests.support.table_model import TableModel, table_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]
@@ -201,20 +202,20 @@ def test_orphaned_task_of_a_superseded_attempt_leaves_no_file(tmp_path: Path, sp
 
 def test_compaction_through_spark_connect(tmp_path: Path, spark_connect_url: str, spark_executor: Any) -> None:
     """The same compaction job, submitted through a local Spark Connect server by `tableservice compact run
-    --remote` (a separate process: one process holds either a classic or a remote session)."""
+    --remote` (a separate process: one process holds either a classic or a remote session), which starts no
+    process of its own: no local JVM."""
     path = mor_table(tmp_path / "t", records=600, commits=3)
     before = hudi_read(path)
     instant = schedule_compaction(_ctx(path, spark_executor), CompactionPolicy(), force=True)
     assert instant is not None
-    done = subprocess.run(
+    code, out, err, started = run_watching_children(
         [sys.executable, "-m", "tableservice", "compact", "run", path, "--remote", spark_connect_url],
         env=_env(),
-        capture_output=True,
-        text=True,
         timeout=600,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"completed compaction {instant.requested_time}" in done.stdout
+    assert code == 0, err[-2000:]
+    assert f"completed compaction {instant.requested_time}" in out
+    assert started == set()  # the CLI is a Spark Connect client only: no local JVM (nor any other process)
     table = HudiTable.open(Storage(), path)
     assert table.timeline().is_completed(instant.requested_time)
     assert all(not s.log_files for s in table.file_system_view().latest_slices())

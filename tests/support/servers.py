@@ -109,3 +109,46 @@ def spark_connect_server(python: str | None = None) -> Iterator[str]:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+def descendants(pid: int) -> set[tuple[int, str]]:
+    """(pid, command name) of every living descendant of `pid`, from /proc (Linux)."""
+    parents: dict[int, list[tuple[int, str]]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        parents.setdefault(ppid, []).append((int(entry.name), comm))
+    out: set[tuple[int, str]] = set()
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child[0])
+    return out
+
+
+def run_watching_children(args: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str, set[str]]:
+    """Run a command to its end; returns its exit code, stdout, stderr and the names of every process it started
+    (seen by polling /proc every 50 ms while it ran)."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, text=True)
+        seen: set[str] = set()
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise AssertionError(f"{args[:4]} did not finish within {timeout:.0f}s")
+            seen |= {name for _, name in descendants(proc.pid)}
+            time.sleep(0.05)
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(), err.read(), seen

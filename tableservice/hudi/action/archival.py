@@ -98,6 +98,7 @@ def archive(
     instants = commit(table, Change(ChangeKind.ARCHIVE), write, lock=lock, lease=lease)
     if not instants:
         return []
+    table.forget_archive_reads()
     table.reload()
     log.info(
         "archived %d instants (%s .. %s)",

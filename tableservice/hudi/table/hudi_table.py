@@ -39,7 +39,8 @@ from tableservice.hudi.models import (
 from tableservice.hudi.table.config import TableConfig, load_table_config
 from tableservice.hudi.table.fs_view import FileGroupId, FileSystemView, ViewInputs, partitions_from_listing
 from tableservice.hudi.timeline.active import ActiveTimeline, Timeline
-from tableservice.hudi.timeline.archive import ArchivedInstant, archived_completion_times, load_archived_instants
+from tableservice.hudi.timeline.archive import ArchivedInstant, load_archived_instants
+from tableservice.hudi.timeline.archive_newest import completion_times_from, newest_archived
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.storage import FileInfo, Storage, join
 
@@ -96,7 +97,8 @@ class HudiTable:
         self.active = ActiveTimeline(storage, self.base_path, config)
         self._timeline: Timeline | None = None
         self._cache: OrderedDict[str, Any] = OrderedDict()
-        self._archived_completion: dict[str, str] | None = None
+        self._archived_completion: dict[str, str] = {}
+        self._archived_loaded_from: str | None = None  # completion times loaded for instants at or after this
         self._config_mark: int | None = None  # the timeline as it was when the config was read
         self._config_read_at = time.monotonic()
 
@@ -172,7 +174,7 @@ class HudiTable:
         self.config = config
         self.active = ActiveTimeline(self.storage, self.base_path, config)
         self._cache.clear()
-        self._archived_completion = None
+        self.forget_archive_reads()
         return True
 
     def applied(self, timeline: Timeline, instant: Instant) -> None:
@@ -200,15 +202,30 @@ class HudiTable:
     def archived_instants(
         self, *, start: str | None = None, end: str | None = None, completed_only: bool = False
     ) -> list[ArchivedInstant]:
-        """Instants moved out of the active timeline (v6 archive log, v8+ LSM history)."""
+        """Instants moved out of the active timeline (v6 archive log, v8+ LSM history): the whole range asked for.
+        Commands only; a pass never reads the archive (see `newest_archived` for the newest part)."""
         return load_archived_instants(
             self.storage, self.base_path, self.config, start=start, end=end, completed_only=completed_only
         )
 
+    def newest_archived(self, match: Callable[[ArchivedInstant], bool] = lambda a: True) -> ArchivedInstant | None:
+        """The newest completed archived instant `match` accepts, reading the newest archive files only
+        (`tableservice.hudi.timeline.archive_newest`)."""
+        return newest_archived(self.storage, self.base_path, self.config, match)
+
+    def forget_archive_reads(self) -> None:
+        """Archival moved instants into the archive: completion times read from it before may miss them."""
+        self._archived_completion, self._archived_loaded_from = {}, None
+
     def archived_completion_time(self, requested_time: str) -> str | None:
-        """Completion time of an archived instant (loaded once, on first need)."""
-        if self._archived_completion is None:
-            self._archived_completion = archived_completion_times(self.storage, self.base_path, self.config)
+        """Completion time of an archived instant (a log file's delta commit that left the active timeline). Read
+        on first need and only from `requested_time` on: the archive part newer than the instants asked before
+        is read once, older parts when an older instant is asked for."""
+        loaded_from = self._archived_loaded_from
+        if loaded_from is None or requested_time < loaded_from:
+            found = completion_times_from(self.storage, self.base_path, self.config, requested_time, loaded_from)
+            self._archived_completion.update(found)
+            self._archived_loaded_from = requested_time
         return self._archived_completion.get(requested_time)
 
     def _cached(self, instant: Instant, state: State, decode: Callable[[bytes, str], T]) -> T:

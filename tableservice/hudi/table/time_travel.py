@@ -127,7 +127,7 @@ def check_as_of(table: HudiTable, timeline: Timeline, as_of: str, *, given: str 
     start = timeline.commits_start()
     if first is None:
         raise InvalidTimeTravelError(f"{what}: the table has no completed commit yet", instant_time=as_of, table=name)
-    if start is not None and as_of < start and table.archived_instants(end=start, completed_only=True):
+    if start is not None and as_of < start and table.newest_archived() is not None:
         raise InvalidTimeTravelError(
             f"{what} is archived; the active timeline starts at {start}", instant_time=as_of, table=name
         )

@@ -230,6 +230,23 @@ def read_lsm_file(
     return out
 
 
+def read_lsm_keys(storage: Storage, location: str) -> list[ArchivedInstant]:
+    """The instants of one history data file without their metadata and plan bytes (three columns read)."""
+    table = _read_columns(storage, location, _COLUMNS[:3])
+    times, dones, actions = (table.column(c).to_pylist() for c in _COLUMNS[:3])
+    out = []
+    for t, done, action in zip(times, dones, actions, strict=True):
+        if not isinstance(t, str):
+            raise CorruptFileError(f"history row has no instantTime (got {t!r})", path=location)
+        act = parse_action(action, path=location)
+        try:
+            Instant(t, act, State.COMPLETED, done)
+        except TableServiceError as e:
+            raise CorruptFileError(f"history row: {e.problem}", path=location) from e
+        out.append(ArchivedInstant(t, act, State.COMPLETED, done, location, done))
+    return out
+
+
 def load_lsm_instants(
     storage: Storage, folder: str, *, start: str | None = None, end: str | None = None
 ) -> list[ArchivedInstant]:
