@@ -50,6 +50,7 @@ from tableservice.config.policy import (
     set_policy_validator,
 )
 from tableservice.config.schema import ConfigIssue, format_loc
+from tableservice.config.slo import BackoffSettings, GroupSettings, SloSettings, group_of
 
 
 class TableDiff(NamedTuple):
@@ -89,11 +90,13 @@ def diff_tables(
 __all__ = [
     "ENV_PREFIX",
     "LOCK_PROVIDERS",
+    "BackoffSettings",
     "CompactionPolicySettings",
     "ConfigIssue",
     "ConfigValidationError",
     "DaemonConfig",
     "DiscoveryRoot",
+    "GroupSettings",
     "HistorySettings",
     "HttpSettings",
     "HudiValue",
@@ -106,6 +109,7 @@ __all__ = [
     "RetrySettings",
     "ServicePolicy",
     "ServiceSettings",
+    "SloSettings",
     "SparkSettings",
     "StorageSettings",
     "TableDiff",
@@ -116,6 +120,7 @@ __all__ = [
     "find_secrets",
     "format_loc",
     "glob_regex",
+    "group_of",
     "hoodie_table_name",
     "known_hudi_keys",
     "load_config",
