@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from tableservice.storage import Storage
 from tests.support.daemon_helpers import mor_table, with_pending_compaction
 
 
-def grant_order(capacity: GroupCapacity, requests: list[tuple[str, Any, str | None]]) -> list[str]:
+def grant_order(capacity: GroupCapacity, requests: Sequence[tuple[str, Any, str | None]]) -> list[str]:
     """Queue `requests` (name, key, group) behind a held slot of `capacity`, release it, and return the order in
     which they ran; each holds its slot briefly, and the most that ran at once per group is checked by callers."""
     order: list[str] = []
@@ -141,7 +142,7 @@ def test_a_tight_target_table_is_served_before_the_oldest_first_choice(tmp_path:
     assert after["tight"][0] < 0 < after["old"][0]  # breached (minus the default duration) vs an hour to spare
     slo_capacity = [("old", after["old"], None), ("tight", after["tight"], None)]
     assert grant_order(GroupCapacity(1), slo_capacity) == ["tight", "old"]
-    shown = {r["target"]: r for r in with_targets[1].status.to_json()["slo"]}  # type: ignore[union-attr]
+    shown = {r["target"]: r for r in with_targets[1].status.slo}
     assert shown["max_uncompacted_log_age_seconds"]["breached"] is True
     assert plain[1].status.to_json()["slo"] == []
 
@@ -168,7 +169,8 @@ def test_metrics_equal_the_readings_and_count_breaches_on_the_transition(tmp_pat
         assert sample("tableservice_slo_breaches_total", r.target.value) == (1.0 if r.breached else 0.0)
     # Still breached at the daemon's next poll: no new breach; /status shows what the metrics show.
     policy.assess(worker, due=False)
-    shown = {r["target"]: r for r in worker.status.to_json()["slo"]}  # type: ignore[union-attr]
+    assert worker.status.to_json()["slo"] == worker.status.slo
+    shown = {str(r["target"]): r for r in worker.status.slo}
     for target, reading in shown.items():
         assert sample("tableservice_slo_compliant", target) == (0.0 if reading["breached"] else 1.0)
         ttb = sample("tableservice_slo_time_to_breach_seconds", target)
