@@ -52,6 +52,7 @@ from tableservice.config.policy import (
     set_policy_validator,
 )
 from tableservice.config.schema import ConfigIssue, format_loc
+from tableservice.config.slo import BackoffSettings, GroupSettings, SloSettings, group_of
 
 
 class TableDiff(NamedTuple):
@@ -91,12 +92,14 @@ def diff_tables(
 __all__ = [
     "ENV_PREFIX",
     "LOCK_PROVIDERS",
+    "BackoffSettings",
     "CompactionPolicySettings",
     "ConfigIssue",
     "ConfigValidationError",
     "CostSettings",
     "DaemonConfig",
     "DiscoveryRoot",
+    "GroupSettings",
     "HistorySettings",
     "HttpSettings",
     "HudiValue",
@@ -109,6 +112,7 @@ __all__ = [
     "RetrySettings",
     "ServicePolicy",
     "ServiceSettings",
+    "SloSettings",
     "SparkSettings",
     "StorageSettings",
     "TableDiff",
@@ -120,6 +124,7 @@ __all__ = [
     "find_secrets",
     "format_loc",
     "glob_regex",
+    "group_of",
     "hoodie_table_name",
     "known_hudi_keys",
     "load_config",

@@ -21,6 +21,7 @@ from tableservice.config.discovery import discover_tables, glob_regex
 from tableservice.config.locks import LockSettings, merge_locks
 from tableservice.config.policy import HudiValue, PolicySet, merge_policy
 from tableservice.config.schema import ConfigIssue, ConfigIssues, MirrorOf, issue, issues_from_error
+from tableservice.config.slo import BackoffSettings, GroupSettings, check_group_members, unknown_group_tables
 from tableservice.storage import Storage, StorageOptions, to_uri
 
 # Upper bounds of the daemon's own durations (seconds): beyond them a value is a unit mistake.
@@ -141,6 +142,15 @@ class ServiceSettings(_Section):
     history: HistorySettings = HistorySettings()
     cost: CostSettings = CostSettings()
     table_service_manager: TableServiceManagerSettings = TableServiceManagerSettings()
+    groups: dict[str, GroupSettings] = {}
+    """Per-group quotas: name -> {max_concurrent_actions, tables}; a table is in at most one group."""
+    backoff: BackoffSettings = BackoffSettings()
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, value: dict[str, GroupSettings]) -> dict[str, GroupSettings]:
+        check_group_members(value)
+        return value
 
 
 # --- spark -------------------------------------------------------------------------------------------------------
@@ -342,6 +352,7 @@ class DaemonConfig(_Section):
                 self._locks[table.uri] = merge_locks(self.locks, table.locks) if table.locks else self.locks
             except ValidationError as e:
                 problems.extend(p.under(("tables", i, "locks")) for p in issues_from_error(e, LockSettings))
+        problems.extend(unknown_group_tables(self.service.groups, seen_name))
         if problems:
             raise ConfigIssues(problems)
         return self
@@ -410,8 +421,10 @@ def _digest(doc: Any) -> str:
 
 
 __all__ = [
+    "BackoffSettings",
     "DaemonConfig",
     "DiscoveryRoot",
+    "GroupSettings",
     "HistorySettings",
     "HttpSettings",
     "HudiValue",

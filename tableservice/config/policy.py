@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tableservice.config.schema import ConfigIssue, ConfigIssues, issue, placement_hint, suggest
+from tableservice.config.slo import SloSettings
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
@@ -412,6 +413,8 @@ class PolicySet(BaseModel):
     failed_writes: FailedWritesPolicySettings = FailedWritesPolicySettings()
     metadata: MetadataPolicySettings = MetadataPolicySettings()
     indexing: IndexingPolicySettings = IndexingPolicySettings()
+    slo: SloSettings = SloSettings()
+    """Not a service: the table's SLO targets (`tableservice.config.slo`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -427,7 +430,7 @@ class PolicySet(BaseModel):
         return data
 
     def service_names(self) -> list[str]:
-        return list(type(self).model_fields)
+        return [name for name in type(self).model_fields if name != "slo"]
 
     def section(self, service: str) -> ServicePolicy:
         value = getattr(self, service, None)

@@ -29,6 +29,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from tableservice import __version__
 from tableservice.metrics.ledger import LedgerMetrics
+from tableservice.metrics.slo import SloMetrics
 
 __all__ = [
     "ACTION_DURATION_BUCKETS",
@@ -159,6 +160,7 @@ class Metrics:
             name("log_files_compacted"), "Log files merged into new base files or log files", ta, registry=reg
         )
         self.ledger = LedgerMetrics(reg, NAMESPACE, self._child)
+        self.slo = SloMetrics(reg, NAMESPACE, self._child)
         # --- locks
         tl = ("table", "lock")
         self._lock_wait = Histogram(
@@ -461,6 +463,7 @@ class Metrics:
         """Remove every series labelled with `table` (the table left the configuration)."""
         with self._lock:
             series = self._series.pop(table, set())
+        self.slo.forget(table)
         for metric, labels in series:
             metric.remove(*labels)
 

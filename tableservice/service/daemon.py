@@ -46,7 +46,8 @@ from tableservice.service.http import (
     service_routes,
 )
 from tableservice.service.ledger import answer_report
-from tableservice.service.scheduler import PriorityCapacity
+from tableservice.service.priority import PriorityPolicy
+from tableservice.service.quotas import GroupCapacity
 from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableStatus
 from tableservice.service.table_worker import TableWorker
 from tableservice.service.tsm import TableServiceManager
@@ -105,7 +106,11 @@ class Daemon:
         self.locks = LockProviders()
         self.running = RunningActions()
         self.history = ActionHistory.from_settings(config.service.history, self.metrics)
-        self.capacity = PriorityCapacity(config.service.max_concurrent_actions)
+        service = config.service
+        self.priority = PriorityPolicy(
+            history=self.history, metrics=self.metrics, backoff=service.backoff, groups=service.groups
+        )
+        self.capacity = GroupCapacity(service.max_concurrent_actions, self.priority.group_limits())
         self.tables: dict[str, _TableTask] = {}
         self.state = RunState.STARTING
         self._stop_event = anyio.Event()
@@ -354,6 +359,7 @@ class Daemon:
                 task = self.tables.pop(uri)
                 task.scope.cancel()
                 self.metrics.forget_table(task.worker.label)
+                self.priority.forget(task.worker.label)
                 log.info("no longer serving %s", uri)
         for uri, entry in wanted.items():
             settings = table_settings(self.config, entry)
@@ -404,12 +410,12 @@ class Daemon:
         old_service = self.config.service
         self.config = new
         self._apply_log_settings(old_service.log, new.service.log)
-        if new.service.max_concurrent_actions != old_service.max_concurrent_actions:
-            self.capacity.set_total(new.service.max_concurrent_actions)
         if new.service.history != old_service.history:  # the workers take the new one in _sync_tables
             old_history, self.history = self.history, ActionHistory.from_settings(new.service.history, self.metrics)
             if old_history is not None:
                 await anyio.to_thread.run_sync(old_history.close)
+        self.priority.configure(history=self.history, backoff=new.service.backoff, groups=new.service.groups)
+        self.capacity.configure(new.service.max_concurrent_actions, self.priority.group_limits())
         await self._sync_tables(tg, named)
         log.info("configuration reloaded: %d tables", len(self.tables))
 
@@ -469,7 +475,7 @@ class Daemon:
                     status.quarantined_until = None
                     self.metrics.set_quarantined(worker.label, False)
                 if self.tsm is not None:  # instants Hudi writers asked for go first
-                    await self.tsm.run_queued(worker, self.capacity, lambda: self.stopping)
+                    await self.tsm.run_queued(worker, self.capacity, lambda: self.stopping, self.priority.group(worker))
                 await self._one_pass(worker, due_at)
                 delay = self._next_delay(worker)
 
@@ -487,14 +493,17 @@ class Daemon:
         status = worker.status
         try:
             due = await anyio.to_thread.run_sync(self._poll_in_thread, worker, due_at)
+            # Most at risk of breaching an SLO first, then oldest pending work (`service/priority.py`).
+            key = await anyio.to_thread.run_sync(self.priority.assess, worker, due)
             failed: list[Failure] = []
-            if due and not self.stopping:
-                # Oldest pending work first across tables; newly due work after every pending action.
-                priority = min((str(p["instant"]) for p in status.pending), default="9" * 17)
-                async with self.capacity.slot(priority):
+            if due and not self.stopping and not self.priority.backing_off(worker):
+                async with self.capacity.slot(key, self.priority.group(worker)):
                     if self.stopping:
                         return
-                    result = await anyio.to_thread.run_sync(self._pass_in_thread, worker)
+                    try:
+                        result = await anyio.to_thread.run_sync(self._pass_in_thread, worker)
+                    finally:
+                        self.priority.after_pass(worker)
                 # Permanent failures of an action are held back by the worker: the table goes on being served.
                 failed = result.failed_not_held
         except TableServiceError as e:

@@ -19,6 +19,7 @@ from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.planning.indexing.policy import IndexingPolicy
 from tableservice.planning.metadata.policy import MetadataPolicy
+from tableservice.planning.slo import SloTargets
 from tableservice.service.archival import ArchivalService
 from tableservice.service.clean import CleanService
 from tableservice.service.clustering import ClusteringResult, ClusteringService
@@ -56,6 +57,8 @@ class TableSettings:
     # Polled but no action runs (the table entry's `paused`, with `paused_reason`).
     paused: bool = False
     paused_reason: str | None = None
+    # SLO targets (`slo`): the daemon orders due work by their risk of breach; none: oldest pending first.
+    slo: SloTargets = field(default_factory=SloTargets)
 
     @property
     def heartbeat_interval_ms(self) -> int:
@@ -114,6 +117,9 @@ class TableStatus:
     paused_reason: str | None = None
     # service -> {due, reason, next_due_at}: what the last poll's trigger check found
     due: dict[str, dict[str, object]] = field(default_factory=dict)
+    # per SLO target: value, limit, time to breach, the service that fixes it (`planning/slo.py`); [] without targets
+    slo: list[dict[str, object]] = field(default_factory=list)
+    backoff_until: float | None = None  # unix time: the next action waits until then (its lock waits rose)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(self, **fields: object) -> None:

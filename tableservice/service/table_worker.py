@@ -35,6 +35,7 @@ from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.history import ActionHistory, ActionOutcome, action_record
 from tableservice.service.holds import SERVICE_WIDE, Holds
 from tableservice.service.outcome_metrics import record_outcome
+from tableservice.service.priority import LockWaits
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
@@ -81,6 +82,7 @@ class TableWorker:
         self._spark_seconds = 0.0  # Spark job seconds of the action running now (one at a time per worker)
         self._held = Holds()
         self._counting = False
+        self.lock_waits = LockWaits()  # the daemon's back-off reads them (`service/priority.py`)
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
         self._show_paused()
 
@@ -124,11 +126,17 @@ class TableWorker:
 
     def _context(self, table: HudiTable) -> TableContext:
         lock = self.locks.table_lock(table.name, table.base_path)
-        hooks = ActionHooks(spark_job=self._spark_job_ran)
+        waits = self.lock_waits
+        hooks = ActionHooks(lock_waited=waits.add, spark_job=self._spark_job_ran)
         if self.metrics is not None:
             m, name, provider = self.metrics, self.label, self.locks.name
+
+            def waited(seconds: float) -> None:
+                waits.add(seconds)
+                m.observe_lock_wait(name, provider, seconds)
+
             hooks = ActionHooks(
-                lock_waited=lambda s: m.observe_lock_wait(name, provider, s),
+                lock_waited=waited,
                 lock_held=lambda s: m.observe_lock_hold(name, provider, s),
                 spark_job=self._spark_job_ran,
             )

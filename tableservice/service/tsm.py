@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import re
 import time
 import urllib.parse
@@ -43,7 +44,7 @@ from tableservice.config import TableEntry
 from tableservice.errors import LeaseHeldError, TableServiceError
 from tableservice.service.health import one_line
 from tableservice.service.http_wire import Request, Response
-from tableservice.service.scheduler import PriorityCapacity
+from tableservice.service.quotas import GroupCapacity
 from tableservice.service.table_worker import TableWorker
 from tableservice.service.tsm_store import Registration, Registrations
 from tableservice.storage import to_uri
@@ -58,7 +59,8 @@ SERVICES = {f"{BASE_PATH}/compact": "compaction", f"{BASE_PATH}/cluster": "clust
 
 ACTIONS = ("REQUEST", "CANCEL", "REGISTER")
 _INSTANT = re.compile(r"\d{14}(\d{3})?")
-_REQUEST_FIRST = ""  # capacity priority: below every instant time, so requested work goes before polled work
+# capacity priority: below every (SLO risk, oldest pending) key, so requested work goes before polled work
+_REQUEST_FIRST = (-math.inf, "")
 _MAX_FIELDS = 32
 
 
@@ -152,7 +154,9 @@ class TableServiceManager:
         """/status: the requests per table URI."""
         return {uri: [r.to_json() for r in queue] for uri, queue in self._queues.items() if queue}
 
-    async def run_queued(self, worker: TableWorker, capacity: PriorityCapacity, stopping: Callable[[], bool]) -> None:
+    async def run_queued(
+        self, worker: TableWorker, capacity: GroupCapacity, stopping: Callable[[], bool], group: str | None = None
+    ) -> None:
         """Execute the table's queued requests, oldest first, each as an operator's `run` does (under its executor
         lease; a lease held elsewhere means another replica runs it) and ahead of polled work for a slot. A paused
         table keeps its requests queued until it is resumed."""
@@ -164,7 +168,7 @@ class TableServiceManager:
             request.running = True
             started = time.monotonic()
             try:
-                async with capacity.slot(_REQUEST_FIRST):
+                async with capacity.slot(_REQUEST_FIRST, group):
                     if stopping():
                         request.running = False
                         return

@@ -139,4 +139,5 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         permanent_failure_hold_s=config.service.retry.quarantine_seconds,
         paused=entry.paused,
         paused_reason=entry.paused_reason,
+        slo=policies.slo.targets(),
     )

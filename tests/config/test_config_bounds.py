@@ -17,6 +17,7 @@ from tableservice.config import load_config
 from tableservice.config.load import parse_config
 from tableservice.config.locks import LockSettings
 from tableservice.config.model import DiscoveryRoot, HttpSettings, RetrySettings, ServiceSettings
+from tableservice.config.slo import BackoffSettings, GroupSettings, SloSettings
 from tableservice.errors import ConfigError
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
@@ -153,6 +154,9 @@ def _numeric(annotation: Any) -> bool:
         CleanPolicy,
         ArchivalPolicy,
         MetadataPolicy,
+        SloSettings,
+        GroupSettings,
+        BackoffSettings,
     ],
 )
 def test_every_numeric_field_has_an_upper_bound(model: type[BaseModel]) -> None:

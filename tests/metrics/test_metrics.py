@@ -81,6 +81,9 @@ def test_family_names_and_types() -> None:
         "tableservice_read_path_file_groups_after": "counter",
         "tableservice_read_path_files_before": "counter",
         "tableservice_read_path_files_after": "counter",
+        "tableservice_slo_compliant": "gauge",
+        "tableservice_slo_time_to_breach_seconds": "gauge",
+        "tableservice_slo_breaches": "counter",
     }
 
 

@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import anyio
 
-from tableservice.service.scheduler import PriorityCapacity
+from tableservice.service.quotas import GroupCapacity
 
 
 def test_oldest_pending_work_goes_first() -> None:
     order: list[str] = []
 
     async def scenario() -> None:
-        capacity = PriorityCapacity(1)
+        capacity = GroupCapacity(1)
         gate = anyio.Event()
 
         async def holder() -> None:
@@ -35,7 +35,7 @@ def test_oldest_pending_work_goes_first() -> None:
 
 def test_cancelled_waiter_releases_nothing_it_did_not_get() -> None:
     async def scenario() -> None:
-        capacity = PriorityCapacity(1)
+        capacity = GroupCapacity(1)
         async with capacity.slot("a"):
             with anyio.move_on_after(0.05):
                 async with capacity.slot("b"):

@@ -19,7 +19,7 @@ import pytest
 
 from tableservice.errors import FileMissingError
 from tableservice.service.http import OPEN_PATHS, serve_http
-from tableservice.service.scheduler import PriorityCapacity
+from tableservice.service.quotas import GroupCapacity
 from tableservice.service.table_state import PassResult
 from tableservice.service.table_worker import TableWorker
 from tableservice.service.tsm import TableServiceManager
@@ -238,7 +238,7 @@ async def test_cancel_withdraws_queued_requests_and_never_a_running_one(tmp_path
         client = writer(port)
         await call(client, "compaction", "REQUEST", [T1, T2, T3])
         async with anyio.create_task_group() as tg:
-            tg.start_soon(tsm.run_queued, cast(TableWorker, worker), PriorityCapacity(1), lambda: False)
+            tg.start_soon(tsm.run_queued, cast(TableWorker, worker), GroupCapacity(1), lambda: False)
             await anyio.to_thread.run_sync(worker.started.wait, 30)
             running = await call(client, "compaction", "CANCEL", [T1])
             withdrawn = await call(client, "compaction", "CANCEL", [T2])
