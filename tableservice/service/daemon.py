@@ -28,9 +28,7 @@ from tableservice.config import (
     LogSettings,
     NameClash,
     TableEntry,
-    hoodie_table_name,
     load_config,
-    named_tables,
 )
 from tableservice.errors import ConfigError, RetryableError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
@@ -54,7 +52,9 @@ from tableservice.service.tsm import TableServiceManager
 from tableservice.service.tsm_store import Registrations
 from tableservice.service.wiring import (
     LockProviders,
+    apply_log_settings,
     executor_settings,
+    named_entries,
     status_token,
     storage_options,
     table_settings,
@@ -290,20 +290,8 @@ class Daemon:
     def _named_entries(
         self, config: DaemonConfig, taken: dict[str, str] | None = None
     ) -> tuple[list[TableEntry], list[NameClash]]:
-        """The tables `config` lists and discovers, each with its one name (`config.identity`); `taken`: names kept
-        by the tables served now."""
-        entries = config.resolve_tables(self.storage)
-        registered: set[str] = set()
-        if self.tsm is not None:  # tables registered through the endpoint, with default policies
-            listed = {e.uri for e in entries}
-            extra = [e for e in self.tsm.registered_entries() if e.uri not in listed]
-            registered = {e.uri for e in extra}
-            entries += extra
-        named, clashes = named_tables(entries, hoodie_table_name(self.storage), taken=taken)
-        for clash in clashes:  # a writer's registration never stops the daemon: that table is left out
-            if clash.uri in registered:
-                log.error("not serving the registered table %s: %s", clash.uri, clash)
-        return named, [c for c in clashes if c.uri not in registered]
+        registered = self.tsm.registered_entries() if self.tsm is not None else []
+        return named_entries(config, self.storage, registered, taken)
 
     # --- the table-service-manager endpoint ----------------------------------------------------------------
 
@@ -409,7 +397,7 @@ class Daemon:
         self.metrics.config_reloaded(True)
         old_service = self.config.service
         self.config = new
-        self._apply_log_settings(old_service.log, new.service.log)
+        apply_log_settings(old_service.log, new.service.log, self._on_log_settings)
         if new.service.history != old_service.history:  # the workers take the new one in _sync_tables
             old_history, self.history = self.history, ActionHistory.from_settings(new.service.history, self.metrics)
             if old_history is not None:
@@ -418,19 +406,6 @@ class Daemon:
         self.capacity.configure(new.service.max_concurrent_actions, self.priority.group_limits())
         await self._sync_tables(tg, named)
         log.info("configuration reloaded: %d tables", len(self.tables))
-
-    def _apply_log_settings(self, old: LogSettings, new: LogSettings) -> None:
-        if new == old:
-            return
-        if self._on_log_settings is not None and (new.level, new.format) != (old.level, old.format):
-            self._on_log_settings(new)
-            log.info("logging now at level %s, format %s", new.level, new.format)
-        if new.spark_level != old.spark_level:
-            log.warning(
-                "service.log.spark_level %s takes effect when the daemon restarts: the JVM's log level is set when "
-                "Spark starts",
-                new.spark_level,
-            )
 
     async def _watch_config(self, tg: TaskGroup) -> None:
         rescan_every = max(1, int(10 * self.config.service.poll_interval_seconds / CONFIG_WATCH_SECONDS))

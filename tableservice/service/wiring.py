@@ -5,8 +5,18 @@ token of the HTTP endpoint."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-from tableservice.config import DaemonConfig, HttpSettings, TableEntry, TableServiceManagerSettings
+from tableservice.config import (
+    DaemonConfig,
+    HttpSettings,
+    LogSettings,
+    NameClash,
+    TableEntry,
+    TableServiceManagerSettings,
+    hoodie_table_name,
+    named_tables,
+)
 from tableservice.config.locks import LockSettings
 from tableservice.errors import ConfigError
 from tableservice.executors.jvm_output import log4j_level
@@ -16,7 +26,7 @@ from tableservice.locks import InProcessLockProvider, LockProvider
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.table_state import TableSettings
-from tableservice.storage import StorageOptions
+from tableservice.storage import Storage, StorageOptions
 
 log = logging.getLogger(__name__)
 
@@ -141,3 +151,37 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         paused_reason=entry.paused_reason,
         slo=policies.slo.targets(),
     )
+
+
+def named_entries(
+    config: DaemonConfig, storage: Storage, registered: list[TableEntry], taken: dict[str, str] | None = None
+) -> tuple[list[TableEntry], list[NameClash]]:
+    """The tables `config` lists and discovers, and those Hudi writers `registered` (default policies), each with
+    its one name (`config.identity`); `taken`: names kept by the tables served now. A registered table whose name
+    clashes is left out with an error logged (a writer's registration never stops the daemon); other clashes are
+    returned."""
+    entries = config.resolve_tables(storage)
+    listed = {e.uri for e in entries}
+    extra = [e for e in registered if e.uri not in listed]
+    from_writers = {e.uri for e in extra}
+    named, clashes = named_tables([*entries, *extra], hoodie_table_name(storage), taken=taken)
+    for clash in clashes:
+        if clash.uri in from_writers:
+            log.error("not serving the registered table %s: %s", clash.uri, clash)
+    return named, [c for c in clashes if c.uri not in from_writers]
+
+
+def apply_log_settings(old: LogSettings, new: LogSettings, apply: Callable[[LogSettings], None] | None) -> None:
+    """A reload changed `service.log`: the new level and format go to `apply` (the process's logging); a new
+    `spark_level` waits for a restart."""
+    if new == old:
+        return
+    if apply is not None and (new.level, new.format) != (old.level, old.format):
+        apply(new)
+        log.info("logging now at level %s, format %s", new.level, new.format)
+    if new.spark_level != old.spark_level:
+        log.warning(
+            "service.log.spark_level %s takes effect when the daemon restarts: the JVM's log level is set when "
+            "Spark starts",
+            new.spark_level,
+        )
