@@ -185,6 +185,7 @@ scrape_configs:
             "sum(tableservice_spark_up)",
             "count(tableservice_up == 1)",
             "sum by (instance) (tableservice_leases_held)",
+            'sum by (table, action) (rate(tableservice_executor_seconds_total{table=~".*"}[15m]))',
         ]
         assert not [e for e in with_data if e in empty], empty
         up = _query(prom_port, 'up{job="tableservice"}')["data"]["result"]
