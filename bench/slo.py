@@ -103,7 +103,7 @@ def _key_slo(table: SimTable, now: float) -> tuple[float, str]:
     found = readings(table.timeline(), table.targets, is_mor=True, tz=timeline_timezone(table.tz_name), now=now)
     assert table.waiting_since is not None
     work = DueWork(table.name, found, frozenset({"compaction"}), _instant_time(table.waiting_since, table.tz_name))
-    return risk_key(work, {"compaction": expected_duration(table.history)})
+    return risk_key(work, {"compaction": expected_duration(table.history)}, now=now)
 
 
 def _key_oldest(table: SimTable, now: float) -> tuple[float, str]:
