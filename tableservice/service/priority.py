@@ -22,19 +22,24 @@ import math
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tableservice.config import BackoffSettings, GroupSettings, group_of
 from tableservice.errors import TableServiceError
-from tableservice.hudi.timeline.instant import timeline_timezone
+from tableservice.hudi.table.hudi_table import TableSnapshot
+from tableservice.hudi.timeline.instant import Instant, timeline_timezone
 from tableservice.metrics import Metrics
 from tableservice.planning.slo import (
     DEFAULT_ACTION_SECONDS,
     DEFAULT_WAIT_BUDGET_SECONDS,
     NO_PENDING,
     DueWork,
+    SloReading,
+    SloTargets,
     expected_duration,
     risk_key,
+    snapshot_readings,
     waiting_since,
 )
 from tableservice.service.history import ActionHistory, ActionOutcome
@@ -87,6 +92,50 @@ def expected_durations(history: ActionHistory | None, table: str) -> dict[str, f
         if record.outcome is ActionOutcome.COMPLETED:
             durations[record.action].append(record.ended - record.started)
     return {action: expected_duration(d, DEFAULT_ACTION_SECONDS) for action, d in durations.items()}
+
+
+class TableSlo:
+    """One table's SLO readings (read once per snapshot) and the expected durations of its services (read from the
+    history again after each action), for the worker's due decisions and the daemon's order."""
+
+    def __init__(self) -> None:
+        self._readings: tuple[TableSnapshot, list[SloReading]] | None = None
+        self._expected: dict[str, float] | None = None
+
+    def readings(
+        self,
+        snapshot: TableSnapshot,
+        targets: SloTargets,
+        pending: Callable[[], Mapping[str, Sequence[Instant]]],
+        *,
+        small_file_limit: int,
+        label: str,
+    ) -> list[SloReading]:
+        if not targets:
+            return []
+        if self._readings is not None and self._readings[0] is snapshot:
+            return self._readings[1]
+        try:
+            found = snapshot_readings(
+                snapshot, targets, now=time.time(), pending=pending(), small_file_limit=small_file_limit
+            )
+        except TableServiceError as e:  # an undecodable commit: the table is ordered by its implicit deadline
+            log.warning("SLO readings failed: %s", e, extra={"table": label})
+            found = []
+        self._readings = (snapshot, found)
+        return found
+
+    def expected(self, history: ActionHistory | None, table: str) -> dict[str, float]:
+        if self._expected is None:
+            self._expected = expected_durations(history, table)
+        return self._expected
+
+    def action_ended(self) -> None:
+        self._expected = None
+
+    def forget(self) -> None:
+        """New settings: readings of the old targets no longer hold."""
+        self._readings = None
 
 
 class _Backoff:

@@ -31,12 +31,12 @@ from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
 from tableservice.planning.due import Due
-from tableservice.planning.slo import DEFAULT_ACTION_SECONDS, SloReading, due_with_slo, snapshot_readings
+from tableservice.planning.slo import DEFAULT_ACTION_SECONDS, SloReading, due_with_slo
 from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.history import ActionHistory, ActionOutcome, action_record
 from tableservice.service.holds import SERVICE_WIDE, Holds
 from tableservice.service.outcome_metrics import record_outcome
-from tableservice.service.priority import LockWaits, expected_durations
+from tableservice.service.priority import LockWaits, TableSlo
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
@@ -85,8 +85,7 @@ class TableWorker:
         self._counting = False
         self.lock_waits = LockWaits()  # the daemon's back-off reads them (`service/priority.py`)
         self.found_due_at: float | None = None  # when a poll first found work since the last pass (priority aging)
-        self._readings: tuple[TableSnapshot, list[SloReading]] | None = None  # SLO readings of one snapshot
-        self._expected: dict[str, float] | None = None  # expected durations per service, until an action ends
+        self._slo = TableSlo()  # SLO readings per snapshot, expected durations per service
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
         self._show_paused()
 
@@ -103,7 +102,7 @@ class TableWorker:
             if self.table is not None:
                 self.table.relabel(value.name)
         self._services = value.services()
-        self._readings = None
+        self._slo.forget()
         self._nothing_at.clear()
         self._held.clear()
         self._show_paused()
@@ -271,43 +270,32 @@ class TableWorker:
         if not self._worth_planning(svc.name, snapshot):
             return Due(False, "its trigger was due, but planning found nothing to do; asked again after a new commit")
         trigger = svc.due(snapshot, listing=listing)
-        if trigger.due or not self.settings.slo or svc.pending(snapshot):
-            return trigger  # a pending plan of the service is what fixes its targets: it runs first
-        # A target about to breach makes the service that fixes it due, whatever its trigger says.
+        if trigger.due or not self.settings.slo:
+            return trigger
+        # A target about to breach makes the service that fixes it due, whatever its trigger says; not while a plan
+        # of the service is pending (running it is the fix, and it runs first).
+        readings = [r for r in self.slo_readings(snapshot) if r.service == svc.name]
+        if not readings or svc.pending(snapshot):
+            return trigger
         expected = self.expected_durations().get(svc.name, DEFAULT_ACTION_SECONDS)
-        return due_with_slo(trigger, self.slo_readings(snapshot), svc.name, expected, self.settings.slo_margin_s)
+        return due_with_slo(trigger, readings, svc.name, expected, self.settings.slo_margin_s)
 
     def slo_readings(self, snapshot: TableSnapshot | None = None) -> list[SloReading]:
         """The table's SLO readings on `snapshot` (the last poll's), read once per snapshot; none without targets or
-        when a commit's metadata does not decode (logged: the table is then ordered by its implicit deadline)."""
-        targets = self.settings.slo
-        if not targets:
-            return []
+        when a commit's metadata does not decode (logged)."""
         snapshot = snapshot if snapshot is not None else self._snapshot()
-        if self._readings is not None and self._readings[0] is snapshot:
-            return self._readings[1]
-        services = [svc for svc in self._services if svc.plans_on_timeline and svc.applies(snapshot)]
-        pending = {svc.name: svc.pending(snapshot) for svc in services}
-        try:
-            found = snapshot_readings(
-                snapshot,
-                targets,
-                now=time.time(),
-                pending=pending,
-                small_file_limit=self.settings.clustering.policy.small_file_limit,
-            )
-        except TableServiceError as e:
-            log.warning("SLO readings failed: %s", e, extra={"table": self.label})
-            found = []
-        self._readings = (snapshot, found)
-        return found
+        planning = [svc for svc in self._services if svc.plans_on_timeline and svc.applies(snapshot)]
+        return self._slo.readings(
+            snapshot,
+            self.settings.slo,
+            lambda: {svc.name: svc.pending(snapshot) for svc in planning},
+            small_file_limit=self.settings.clustering.policy.small_file_limit,
+            label=self.label,
+        )
 
     def expected_durations(self) -> dict[str, float]:
-        """Per service, the mean duration of the table's last completed actions in the history (read again after
-        each action)."""
-        if self._expected is None:
-            self._expected = expected_durations(self.history, self.label)
-        return self._expected
+        """Per service, the mean duration of the table's last completed actions in the history."""
+        return self._slo.expected(self.history, self.label)
 
     def needs_pass(self) -> bool:
         """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled (never
@@ -523,7 +511,7 @@ class TableWorker:
     def _remember(
         self, action: str, instant: str, started: float, outcome: ActionOutcome, done: object = None, error: str = ""
     ) -> None:
-        self._expected = None  # a new duration to average
+        self._slo.action_ended()  # a new duration to average
         if self.history is not None:  # never raises: a history that cannot be written is a warning
             record = action_record(
                 self.label, action, instant, started, outcome, done, error or None, spark_seconds=self._spark_seconds
