@@ -1,14 +1,24 @@
-"""SLO ordering against oldest-first on a fleet: breaches side by side (python -m bench.slo).
+"""SLO-driven priority against oldest-first on a fleet: breaches per class of table (python -m bench.slo).
 
 N small merge-on-read tables are written on local disk with the write client; their real timelines seed a
 discrete-event simulation on a virtual clock (no Spark, no sleeping): delta commits arrive at each table
 (exponential gaps, seeded), compaction is due after `--delta-commits` of them, and a free slot (`--capacity`,
 the daemon's `max_concurrent_actions`) goes to the waiting table the ordering picks. Action durations are drawn
-from a fixed log-normal distribution per table (seeded; the same draws in both runs). The ordering is the real
-code: `planning.slo.readings` on the table's timeline, `risk_key` with the expected duration from the table's
-simulated history (mean of its last completed compactions) for SLO ordering, the oldest waiting work for
-oldest-first. Half the tables have a tight `max_uncompacted_log_age_seconds`, the others a loose one. Breaches
-(transitions into breach) and seconds in breach are read from the same `readings` on a fixed grid.
+from a fixed log-normal distribution per table (seeded; the same draws in every run). A third of the tables have
+a tight `max_uncompacted_log_age_seconds`, a third a loose one, a third none (their log age is measured against the
+loose limit, which the ordering does not see). Three policies run over the same arrivals:
+
+- oldest-first: the trigger makes compaction due; the table waiting longest goes first.
+- order only (the previous round): the trigger; `risk_key` without a wait budget (tables without targets wait
+  behind those with targets).
+- SLO: what the daemon does now: the trigger or `slo_due` (a target within the expected duration plus one poll of
+  its breach makes compaction due, asked at each poll), and `risk_key` with the implicit deadline
+  (`--wait-budget` after the work began to wait).
+
+The ordering and due code is the real `planning/slo.py`: `readings` on the table's timeline, the expected duration
+from the table's simulated history (mean of its last completed compactions). Breaches (transitions into breach),
+seconds in breach and the largest log age are read from the same `readings` on a fixed grid. Two fleets: the
+default capacity (demand slightly above it) and an overloaded one (`--overloaded-capacity`).
 """
 
 from __future__ import annotations
@@ -28,17 +38,27 @@ from bench.common import standard_mor_table
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant, State, format_instant_time, timeline_timezone
-from tableservice.planning.slo import DueWork, SloTargets, expected_duration, readings, risk_key
+from tableservice.planning.slo import (
+    DueWork,
+    SloReading,
+    SloTargets,
+    expected_duration,
+    readings,
+    risk_key,
+    slo_due,
+)
 from tableservice.storage import Storage
 
 GRID_SECONDS = 10.0
+CLASSES = ("tight", "loose", "none")
 
 
 @dataclass
 class SimTable:
     name: str
-    tight: bool
-    targets: SloTargets
+    kind: str  # tight | loose | none
+    targets: SloTargets  # what the ordering sees
+    measured: SloTargets  # what breaches are counted against (the loose limit for tables without targets)
     instants: list[Instant]
     layout: int
     tz_name: str
@@ -51,6 +71,8 @@ class SimTable:
     breaches: int = 0
     breached: bool = False
     seconds_in_breach: float = 0.0
+    max_age: float = 0.0
+    slo_forced: int = 0  # passes made due by a target rather than the trigger
 
     def timeline(self) -> Timeline:
         return Timeline(tuple(sorted(self.instants)), self.layout)
@@ -58,6 +80,13 @@ class SimTable:
     def deltas_since_compaction(self) -> int:
         last = max((i.requested_time for i in self.instants if i.action is Action.COMPACTION), default="")
         return sum(1 for i in self.instants if i.action is Action.DELTA_COMMIT and i.requested_time > last)
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    order: Callable[[SimTable, float], tuple[float, str]]
+    slo_due: bool  # targets close to breach make compaction due
 
 
 def _instant_time(epoch: float, tz_name: str) -> str:
@@ -80,15 +109,17 @@ def _fleet(tables: list[HudiTable], args: argparse.Namespace, seed: int) -> list
     fleet = []
     for i, table in enumerate(tables):
         snapshot = table.refresh()
-        tight = i % 2 == 0
-        limit = args.tight_seconds if tight else args.loose_seconds
+        kind = CLASSES[i % 3]
+        tight = SloTargets(max_uncompacted_log_age_seconds=args.tight_seconds)
+        loose = SloTargets(max_uncompacted_log_age_seconds=args.loose_seconds)
         sigma = 0.6
         mu = math.log(args.mean_duration) - sigma * sigma / 2
         fleet.append(
             SimTable(
                 name=f"t{i:03d}",
-                tight=tight,
-                targets=SloTargets(max_uncompacted_log_age_seconds=limit),
+                kind=kind,
+                targets={"tight": tight, "loose": loose, "none": SloTargets()}[kind],
+                measured=tight if kind == "tight" else loose,
                 instants=list(snapshot.timeline),
                 layout=snapshot.timeline.layout_version,
                 tz_name=snapshot.config.timezone_name,
@@ -99,38 +130,57 @@ def _fleet(tables: list[HudiTable], args: argparse.Namespace, seed: int) -> list
     return fleet
 
 
-def _key_slo(table: SimTable, now: float) -> tuple[float, str]:
-    found = readings(table.timeline(), table.targets, is_mor=True, tz=timeline_timezone(table.tz_name), now=now)
-    assert table.waiting_since is not None
-    work = DueWork(table.name, found, frozenset({"compaction"}), _instant_time(table.waiting_since, table.tz_name))
-    return risk_key(work, {"compaction": expected_duration(table.history)})
+def _readings(table: SimTable, targets: SloTargets, now: float) -> list[SloReading]:
+    return readings(table.timeline(), targets, is_mor=True, tz=timeline_timezone(table.tz_name), now=now)
 
 
-def _key_oldest(table: SimTable, now: float) -> tuple[float, str]:
+def _work(table: SimTable, now: float) -> DueWork:
     assert table.waiting_since is not None
-    return (math.inf, _instant_time(table.waiting_since, table.tz_name))
+    pending = _instant_time(table.waiting_since, table.tz_name)
+    found = _readings(table, table.targets, now)
+    return DueWork(table.name, found, frozenset({"compaction"}), pending, table.waiting_since)
+
+
+def _expected(table: SimTable) -> dict[str, float]:
+    return {"compaction": expected_duration(table.history)}
+
+
+def policies(args: argparse.Namespace) -> list[Policy]:
+    def oldest(table: SimTable, now: float) -> tuple[float, str]:
+        assert table.waiting_since is not None
+        return (table.waiting_since, table.name)
+
+    def order_only(table: SimTable, now: float) -> tuple[float, str]:
+        return risk_key(_work(table, now), _expected(table), now=now, budget=math.inf)
+
+    def slo(table: SimTable, now: float) -> tuple[float, str]:
+        return risk_key(_work(table, now), _expected(table), now=now, budget=args.wait_budget)
+
+    return [Policy("oldest-first", oldest, False), Policy("order only", order_only, False), Policy("SLO", slo, True)]
 
 
 def simulate(
     fleet: list[SimTable],
-    order: Callable[[SimTable, float], tuple[float, str]],
+    policy: Policy,
     *,
     start: float,
     horizon: float,
     capacity: int,
     delta_commits: int,
+    poll_seconds: float,
     seed: int,
 ) -> dict[str, float]:
-    rng = random.Random(seed)  # the same arrivals for both orderings
+    rng = random.Random(seed)  # the same arrivals for every policy
     events: list[tuple[float, int, str, int]] = []  # (time, seq, kind, table index)
     seq = 0
     for index, table in enumerate(fleet):
         events.append((start + rng.expovariate(1 / table.arrival_gap), seq, "write", index))
         seq += 1
     events.append((start + GRID_SECONDS, seq, "grid", -1))
+    events.append((start + poll_seconds, seq + 1, "poll", -1))
+    seq += 2
     heapq.heapify(events)
     in_use = 0
-    tz = {t.tz_name: timeline_timezone(t.tz_name) for t in fleet}
     end = start + horizon
     arrivals = random.Random(seed + 1)
     while events:
@@ -139,7 +189,8 @@ def simulate(
             break
         if kind == "grid":
             for table in fleet:
-                (reading,) = readings(table.timeline(), table.targets, is_mor=True, tz=tz[table.tz_name], now=now)
+                (reading,) = _readings(table, table.measured, now)
+                table.max_age = max(table.max_age, reading.value)
                 if reading.breached:
                     table.seconds_in_breach += GRID_SECONDS
                     if not table.breached:
@@ -148,21 +199,38 @@ def simulate(
             seq += 1
             heapq.heappush(events, (now + GRID_SECONDS, seq, "grid", -1))
             continue
-        table = fleet[index]
-        if kind == "write":
+        if kind == "poll":  # the daemon's polls: a target close to breach makes compaction due
+            if policy.slo_due:
+                for table in fleet:
+                    if table.waiting_since is not None or table.running or not table.targets:
+                        continue
+                    expected = _expected(table)["compaction"]
+                    if slo_due(_readings(table, table.targets, now), "compaction", expected, poll_seconds):
+                        table.waiting_since = now
+                        table.slo_forced += 1
+            seq += 1
+            heapq.heappush(events, (now + poll_seconds, seq, "poll", -1))
+        elif kind == "write":
+            table = fleet[index]
             table.instants.append(Instant(_instant_time(now, table.tz_name), Action.DELTA_COMMIT, State.COMPLETED))
             seq += 1
             heapq.heappush(events, (now + arrivals.expovariate(1 / table.arrival_gap), seq, "write", index))
             if table.waiting_since is None and not table.running and table.deltas_since_compaction() >= delta_commits:
                 table.waiting_since = now
         elif kind == "done":
+            table = fleet[index]
             in_use -= 1
             table.running = False
+            # the compaction completes: its plan instant becomes completed
+            for n, i in enumerate(table.instants):
+                if i.action is Action.COMPACTION and i.state is not State.COMPLETED:
+                    table.instants[n] = i.with_state(State.COMPLETED)
+            table.instants = _trim(table.instants)
             if table.deltas_since_compaction() >= delta_commits:
                 table.waiting_since = now
         waiting = [t for t in fleet if t.waiting_since is not None and not t.running]
         if in_use < capacity and waiting:
-            waiting.sort(key=lambda t: order(t, now))
+            waiting.sort(key=lambda t: policy.order(t, now))
             for chosen in waiting[: capacity - in_use]:
                 duration = chosen.durations[chosen.next_duration]
                 chosen.next_duration += 1
@@ -174,12 +242,6 @@ def simulate(
                 heapq.heappush(events, (now + duration, seq, "done", fleet.index(chosen)))
                 chosen.history.insert(0, duration)
                 chosen.instants.append(Instant(plan_time, Action.COMPACTION, State.REQUESTED))
-        # a compaction completes: its plan instant becomes completed at its time
-        if kind == "done":
-            for n, i in enumerate(table.instants):
-                if i.action is Action.COMPACTION and i.state is not State.COMPLETED:
-                    table.instants[n] = i.with_state(State.COMPLETED)
-            table.instants = _trim(table.instants)
     return _summary(fleet)
 
 
@@ -194,74 +256,91 @@ def _trim(instants: list[Instant]) -> list[Instant]:
 
 def _summary(fleet: list[SimTable]) -> dict[str, float]:
     out: dict[str, float] = {}
-    for label, members in (("tight", [t for t in fleet if t.tight]), ("loose", [t for t in fleet if not t.tight])):
-        out[f"{label}_breaches"] = sum(t.breaches for t in members)
-        out[f"{label}_breach_seconds"] = sum(t.seconds_in_breach for t in members)
-        out[f"{label}_tables_breached"] = sum(1 for t in members if t.breaches)
+    for kind in CLASSES:
+        members = [t for t in fleet if t.kind == kind]
+        out[f"{kind}_breaches"] = sum(t.breaches for t in members)
+        out[f"{kind}_breach_seconds"] = sum(t.seconds_in_breach for t in members)
+        out[f"{kind}_tables_breached"] = sum(1 for t in members if t.breaches)
+        out[f"{kind}_max_age"] = max((t.max_age for t in members), default=0.0)
     out["compactions"] = sum(len(t.history) for t in fleet)
+    out["slo_forced"] = sum(t.slo_forced for t in fleet)
     return out
 
 
-def run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-slo-"))
-    started = time.monotonic()
-    tables = write_tables(root, args.tables)
-    wrote = time.monotonic() - started
+def run(args: argparse.Namespace, tables: list[HudiTable], capacity: int) -> dict[str, dict[str, float]]:
     start = time.time()
     results = {}
-    for label, order in (("slo", _key_slo), ("oldest-first", _key_oldest)):
+    for policy in policies(args):
         fleet = _fleet(tables, args, args.seed)
         began = time.monotonic()
-        results[label] = simulate(
+        results[policy.name] = simulate(
             fleet,
-            order,
+            policy,
             start=start,
             horizon=args.hours * 3600,
-            capacity=args.capacity,
+            capacity=capacity,
             delta_commits=args.delta_commits,
+            poll_seconds=args.poll_seconds,
             seed=args.seed,
         )
-        results[label]["sim_seconds"] = time.monotonic() - began
-    results["_"] = {"write_seconds": wrote}
+        results[policy.name]["sim_seconds"] = time.monotonic() - began
     return results
+
+
+ROWS = [
+    *(
+        row
+        for kind, title in (("tight", "tight"), ("loose", "loose"), ("none", "no target"))
+        for row in (
+            (f"breaches, {title}", f"{kind}_breaches", "{:.0f}"),
+            (f"seconds in breach, {title}", f"{kind}_breach_seconds", "{:.0f}"),
+            (f"tables ever breached, {title}", f"{kind}_tables_breached", "{:.0f}"),
+            (f"largest log age s, {title}", f"{kind}_max_age", "{:.0f}"),
+        )
+    ),
+    ("compactions run", "compactions", "{:.0f}"),
+    ("made due by a target", "slo_forced", "{:.0f}"),
+    ("simulation wall seconds", "sim_seconds", "{:.1f}"),
+]
+
+
+def show(title: str, results: dict[str, dict[str, float]]) -> None:
+    names = list(results)
+    print(title)
+    print(f"{'':34}" + "".join(f"{n:>14}" for n in names))
+    for label, key, fmt in ROWS:
+        print(f"{label:34}" + "".join(f"{fmt.format(results[n][key]):>14}" for n in names))
+    total = {n: sum(results[n][f"{k}_breaches"] for k in CLASSES) for n in names}
+    print(f"{'breaches, all tables':34}" + "".join(f"{total[n]:>14.0f}" for n in names))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", type=int, default=100)
+    parser.add_argument("--tables", type=int, default=99)
     parser.add_argument("--capacity", type=int, default=24, help="max_concurrent_actions (demand is about 25)")
+    parser.add_argument("--overloaded-capacity", type=int, default=18, help="the second, overloaded run")
     parser.add_argument("--hours", type=float, default=4.0, help="simulated time")
     parser.add_argument("--arrival-seconds", type=float, default=120.0, help="mean gap between a table's commits")
     parser.add_argument("--delta-commits", type=int, default=3, help="compaction due after this many")
     parser.add_argument("--mean-duration", type=float, default=90.0, help="mean compaction seconds")
     parser.add_argument("--tight-seconds", type=float, default=900.0, help="tight max_uncompacted_log_age_seconds")
     parser.add_argument("--loose-seconds", type=float, default=3600.0)
+    parser.add_argument("--wait-budget", type=float, default=3600.0, help="service.wait_budget_seconds")
+    parser.add_argument("--poll-seconds", type=float, default=30.0, help="service.poll_interval_seconds")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--dir", default=None, help="where the tables are written (reused when present)")
     args = parser.parse_args()
-    results = run(args)
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-slo-"))
+    started = time.monotonic()
+    tables = write_tables(root, args.tables)
     print(
-        f"{args.tables} tables, capacity {args.capacity}, {args.hours:g} h simulated, commits every "
-        f"~{args.arrival_seconds:g}s, compaction after {args.delta_commits}, mean {args.mean_duration:g}s; "
-        f"targets {args.tight_seconds:g}s (half) / {args.loose_seconds:g}s; tables written in "
-        f"{results['_']['write_seconds']:.1f}s"
+        f"{args.tables} tables (a third each: {args.tight_seconds:g}s target, {args.loose_seconds:g}s target, none), "
+        f"{args.hours:g} h simulated, commits every ~{args.arrival_seconds:g}s, compaction after "
+        f"{args.delta_commits}, mean {args.mean_duration:g}s, polls every {args.poll_seconds:g}s, wait budget "
+        f"{args.wait_budget:g}s; tables written in {time.monotonic() - started:.1f}s"
     )
-    rows = [
-        ("breaches, tight tables", "tight_breaches", "{:.0f}"),
-        ("seconds in breach, tight tables", "tight_breach_seconds", "{:.0f}"),
-        ("tight tables ever breached", "tight_tables_breached", "{:.0f}"),
-        ("breaches, loose tables", "loose_breaches", "{:.0f}"),
-        ("seconds in breach, loose tables", "loose_breach_seconds", "{:.0f}"),
-        ("loose tables ever breached", "loose_tables_breached", "{:.0f}"),
-        ("compactions run", "compactions", "{:.0f}"),
-        ("simulation wall seconds", "sim_seconds", "{:.1f}"),
-    ]
-    print(f"{'':34}{'SLO order':>14}{'oldest-first':>14}")
-    for title, key, fmt in rows:
-        slo, oldest = results["slo"][key], results["oldest-first"][key]
-        print(f"{title:34}{fmt.format(slo):>14}{fmt.format(oldest):>14}")
-    total = {k: results[k]["tight_breaches"] + results[k]["loose_breaches"] for k in ("slo", "oldest-first")}
-    print(f"{'breaches, all tables':34}{total['slo']:>14.0f}{total['oldest-first']:>14.0f}")
+    for capacity in (args.capacity, args.overloaded_capacity):
+        show(f"\ncapacity {capacity}", run(args, tables, capacity))
 
 
 if __name__ == "__main__":

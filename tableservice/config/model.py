@@ -145,6 +145,9 @@ class ServiceSettings(_Section):
     groups: dict[str, GroupSettings] = {}
     """Per-group quotas: name -> {max_concurrent_actions, tables}; a table is in at most one group."""
     backoff: BackoffSettings = BackoffSettings()
+    wait_budget_seconds: float = Field(default=3600.0, gt=0, le=7 * DAY_SECONDS, allow_inf_nan=False)
+    """Every table's implicit deadline: due work should start within this long of when it began to wait (its SLO
+    targets may ask for sooner); a waiting table moves up as it waits, so none starves."""
 
     @field_validator("groups")
     @classmethod

@@ -15,8 +15,11 @@ A table's targets (`slo` in `defaults` or a table's `policy`) bound how stale it
 A target is breached when its value exceeds the limit. Time to breach: for the ages, limit minus value; for the
 counts, the count's growth since it started (the last compaction or clustering, else the first instant counted)
 extrapolated linearly to the limit. Zero or negative once breached (minus the time since the breach began, by the
-same extrapolation); infinite when nothing grows. The daemon orders due work by the smallest time to breach minus
-the expected duration of the action that fixes it (`risk_key`), oldest pending work first among equals.
+same extrapolation); infinite when nothing grows. The daemon orders due work by the moment it should start
+(`risk_key`): now plus the smallest time to breach minus the expected duration of the action that fixes it, or the
+table's implicit deadline (`DEFAULT_WAIT_BUDGET_SECONDS` after its work began to wait) when earlier; oldest pending
+work first among equals. A target close to its breach also makes the service that fixes it due (`slo_due`), even
+when the service's own trigger is not.
 """
 
 from __future__ import annotations
@@ -32,11 +35,15 @@ from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.table.hudi_table import TableSnapshot
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant, parse_instant_time, timeline_timezone
+from tableservice.planning.due import Due
 
 DEFAULT_ACTION_SECONDS = 60.0
 """Expected duration of an action when the daemon's history holds none of that table and service."""
 DURATION_SAMPLES = 5
 """How many of the table's last completed actions of a service its expected duration averages."""
+DEFAULT_WAIT_BUDGET_SECONDS = 3600.0
+"""Every table's implicit deadline: its due work should start within this many seconds of when it began to wait
+(`service.wait_budget_seconds`); its SLO targets may set an earlier one."""
 NO_PENDING = "9" * 17
 """The oldest-first key of a table with no pending instant: after every table that has one."""
 
@@ -284,34 +291,100 @@ def slack(reading: SloReading, expected: Mapping[str, float], default: float = D
 
 @dataclass(frozen=True)
 class DueWork:
-    """A table waiting to run a pass: its readings, the services with work in the pass (pending or due) and the
-    requested time of its oldest pending instant (`NO_PENDING` when none)."""
+    """A table waiting to run a pass: its readings, the services with work in the pass (pending or due), the
+    requested time of its oldest pending instant (`NO_PENDING` when none) and since when (unix seconds) its due work
+    has waited: its oldest pending plan, or when a service was first found due (None: from now)."""
 
     table: str
     readings: Sequence[SloReading] = ()
     services: frozenset[str] = frozenset()
     oldest_pending: str = NO_PENDING
+    waiting_since: float | None = None
 
 
 def risk_key(
-    work: DueWork, expected: Mapping[str, float], default: float = DEFAULT_ACTION_SECONDS
+    work: DueWork,
+    expected: Mapping[str, float],
+    default: float = DEFAULT_ACTION_SECONDS,
+    *,
+    now: float,
+    budget: float = DEFAULT_WAIT_BUDGET_SECONDS,
 ) -> tuple[float, str]:
-    """(least slack among the targets the pass works on, oldest pending instant): smaller goes first. A table
-    without targets, or whose at-risk targets no service of this pass fixes, has infinite slack: oldest-first."""
+    """(the moment the pass should start by, oldest pending instant): smaller goes first. Two deadlines, the earlier
+    wins: `now` plus the least slack among the targets a service of this pass fixes (none: never), and the implicit
+    one every table has, `budget` seconds after its due work began to wait. The key is a moment, not a span, so a
+    waiter queued earlier compares rightly with one queued now; and a table without targets (or whose targets are
+    far from breach) moves up as it waits instead of waiting behind targeted tables for ever."""
     least = min(
         (slack(r, expected, default) for r in work.readings if r.service and r.service in work.services),
         default=math.inf,
     )
-    return (least, work.oldest_pending)
+    since = work.waiting_since if work.waiting_since is not None else now
+    return (min(now + least, since + budget), work.oldest_pending)
 
 
 def risk_order(
-    works: Iterable[DueWork], expected: Callable[[str], Mapping[str, float]], default: float = DEFAULT_ACTION_SECONDS
+    works: Iterable[DueWork],
+    expected: Callable[[str], Mapping[str, float]],
+    default: float = DEFAULT_ACTION_SECONDS,
+    *,
+    now: float,
+    budget: float = DEFAULT_WAIT_BUDGET_SECONDS,
 ) -> list[DueWork]:
     """Due work, most at risk first; `expected(table)`: that table's expected duration per service."""
-    return sorted(works, key=lambda w: risk_key(w, expected(w.table), default))
+    return sorted(works, key=lambda w: risk_key(w, expected(w.table), default, now=now, budget=budget))
+
+
+def waiting_since(pending: Iterable[Instant], tz: tzinfo, found_due_at: float | None) -> float | None:
+    """Since when a table's due work has waited (unix seconds): the request of its oldest pending plan (of the
+    services' pending instants), or when a service was first found due, whichever is earlier; None: neither."""
+    times = [t for t in (_epoch(i.requested_time, tz) for i in pending) if t is not None]
+    if found_due_at is not None:
+        times.append(found_due_at)
+    return min(times, default=None)
 
 
 def oldest_first(works: Iterable[DueWork]) -> list[DueWork]:
     """The order without targets: oldest pending instant first."""
     return sorted(works, key=lambda w: w.oldest_pending)
+
+
+# --- due because of a target ----------------------------------------------------------------------------------------
+
+# The targets that scheduling a new plan brings down (the pending-age target is met by executing the plan).
+FIXED_BY_PLANNING = frozenset({Target.LOG_AGE, Target.LOG_FILES, Target.SMALL_FILES})
+
+
+def slo_due(readings: Iterable[SloReading], service: str, expected_seconds: float, margin_seconds: float) -> Due | None:
+    """Due now because of a target, whatever the service's trigger says: the target of `service` nearest its
+    breach, when its time to breach is at most the action's expected duration plus `margin_seconds` (the wait
+    until the next poll). None: no target of the service is that close."""
+    close = [
+        r
+        for r in readings
+        if r.service == service
+        and r.target in FIXED_BY_PLANNING
+        and r.time_to_breach <= expected_seconds + margin_seconds
+    ]
+    if not close:
+        return None
+    r = min(close, key=lambda x: x.time_to_breach)
+    if r.time_to_breach > 0:
+        when = f"breaches in {r.time_to_breach:.0f} s"
+    else:
+        when = f"breached {-r.time_to_breach:.0f} s ago"
+    return Due(
+        True,
+        f"due: SLO {r.target.value} {when} ({r.value:g} of {r.limit:g}; expected {service} {expected_seconds:.0f} s "
+        f"+ margin {margin_seconds:.0f} s)",
+    )
+
+
+def due_with_slo(trigger: Due, readings: Iterable[SloReading], service: str, expected: float, margin: float) -> Due:
+    """The service's own trigger, unless a target makes it due first (the trigger's reason kept after it)."""
+    if trigger.due:
+        return trigger
+    forced = slo_due(readings, service, expected, margin)
+    if forced is None:
+        return trigger
+    return Due(True, f"{forced.reason}; trigger {trigger.reason}")

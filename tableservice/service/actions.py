@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 
-from tableservice.errors import InstantNotPendingError, InvalidPlanError
+from tableservice.errors import InstantNotPendingError, InvalidPlanError, LockError
 from tableservice.executors.spark import JobResult, SparkExecutor, job_tag
 from tableservice.hudi.action.commit import ConflictCheck, WriteStats, complete
 from tableservice.hudi.action.compact import start_attempt
@@ -37,9 +37,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ActionHooks:
-    """Callbacks for metrics: lock wait and hold seconds, Spark job seconds of an action's tasks."""
+    """Callbacks for metrics and the back-off: lock wait and hold seconds, the seconds an acquisition waited before
+    it timed out, Spark job seconds of an action's tasks."""
 
     lock_waited: Callable[[float], None] = lambda seconds: None
+    lock_timed_out: Callable[[float], None] = lambda seconds: None
     lock_held: Callable[[float], None] = lambda seconds: None
     spark_job: Callable[[str, float], None] = lambda action, seconds: None  # one plan's tasks, Spark start-up excluded
 
@@ -57,8 +59,22 @@ class TableContext:
 
     @contextmanager
     def locked(self) -> Iterator[LockHandle]:
-        with self.lock.hold(self.lock_timeout_s, self.hooks.lock_waited, self.hooks.lock_held) as handle:
-            yield handle
+        """Hold the table lock; a LockError before it was acquired (its timeout) is reported to `lock_timed_out`."""
+        started = time.monotonic()
+        acquired = False
+
+        def waited(seconds: float) -> None:
+            nonlocal acquired
+            acquired = True
+            self.hooks.lock_waited(seconds)
+
+        try:
+            with self.lock.hold(self.lock_timeout_s, waited, self.hooks.lock_held) as handle:
+                yield handle
+        except LockError:
+            if not acquired:
+                self.hooks.lock_timed_out(time.monotonic() - started)
+            raise
 
     def lock_factory(self) -> Callable[[], AbstractContextManager[object]]:
         return self.locked

@@ -21,7 +21,7 @@ class ArchivalService(ServiceBase[ArchivalPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return []
 
-    def due(self, snapshot: TableSnapshot) -> Due:
+    def due(self, snapshot: TableSnapshot, *, listing: bool = True) -> Due:
         count, most = len(snapshot.timeline.completed_writes()), self.settings.policy.max_commits
         verdict = "due" if count > most else "not due"
         return Due(

@@ -20,7 +20,7 @@ class CleanService(ServiceBase[CleanPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return list(snapshot.timeline.pending_of(Action.CLEAN))
 
-    def due(self, snapshot: TableSnapshot) -> Due:
+    def due(self, snapshot: TableSnapshot, *, listing: bool = True) -> Due:
         return Due.of(clean_due(snapshot.table, snapshot.timeline, self.settings.policy))
 
     def schedule(self, ctx: TableContext) -> Instant | None:

@@ -230,7 +230,7 @@ class ClusteringService(ServiceBase[ClusteringPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return pending_clustering(snapshot.table, snapshot.timeline)
 
-    def due(self, snapshot: TableSnapshot) -> Due:
+    def due(self, snapshot: TableSnapshot, *, listing: bool = True) -> Due:
         return Due.of(clustering_due(snapshot.table, snapshot.timeline, self.settings.policy))
 
     def schedule(self, ctx: TableContext) -> Instant | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from tableservice.errors import UnsupportedTableError
@@ -213,11 +213,19 @@ class CompactionService(ServiceBase[CompactionPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return list(snapshot.timeline.pending_compactions())
 
-    def due(self, snapshot: TableSnapshot) -> Due:
+    def due(self, snapshot: TableSnapshot, *, listing: bool = True) -> Due:
         if not self.settings.policy.enabled:
             return Due(False, "compaction scheduling is disabled (tableservice.compaction.enabled=false)")
-        state = CompactionTableState.of(snapshot.table, self.settings.policy, timeline=snapshot.timeline)
-        decision = compaction_due(state, self.settings.policy, datetime.now(UTC))
+        policy = self.settings.policy
+        # The log-bytes trigger lists the file groups: left out when the pass is needed anyway (`listing`).
+        lazy = not listing and policy.log_bytes_threshold is not None and snapshot.config.is_mor
+        state = CompactionTableState.of(snapshot.table, None if lazy else policy, timeline=snapshot.timeline)
+        if lazy:
+            state = replace(state, log_bytes=0)
+        decision = compaction_due(state, policy, datetime.now(UTC))
+        if lazy and not decision.due:
+            reason = f"{decision.reason}; log bytes not measured on this poll (the pass measures them)"
+            return Due(False, reason, decision.next_due_at)
         return Due(decision.due, decision.reason, decision.next_due_at)
 
     def schedule(self, ctx: TableContext) -> Instant | None:

@@ -108,7 +108,11 @@ class Daemon:
         self.history = ActionHistory.from_settings(config.service.history, self.metrics)
         service = config.service
         self.priority = PriorityPolicy(
-            history=self.history, metrics=self.metrics, backoff=service.backoff, groups=service.groups
+            history=self.history,
+            metrics=self.metrics,
+            backoff=service.backoff,
+            groups=service.groups,
+            wait_budget=service.wait_budget_seconds,
         )
         self.capacity = GroupCapacity(service.max_concurrent_actions, self.priority.group_limits())
         self.tables: dict[str, _TableTask] = {}
@@ -402,7 +406,12 @@ class Daemon:
             old_history, self.history = self.history, ActionHistory.from_settings(new.service.history, self.metrics)
             if old_history is not None:
                 await anyio.to_thread.run_sync(old_history.close)
-        self.priority.configure(history=self.history, backoff=new.service.backoff, groups=new.service.groups)
+        self.priority.configure(
+            history=self.history,
+            backoff=new.service.backoff,
+            groups=new.service.groups,
+            wait_budget=new.service.wait_budget_seconds,
+        )
         self.capacity.configure(new.service.max_concurrent_actions, self.priority.group_limits())
         await self._sync_tables(tg, named)
         log.info("configuration reloaded: %d tables", len(self.tables))
@@ -468,7 +477,7 @@ class Daemon:
         status = worker.status
         try:
             due = await anyio.to_thread.run_sync(self._poll_in_thread, worker, due_at)
-            # Most at risk of breaching an SLO first, then oldest pending work (`service/priority.py`).
+            # The earliest start-by moment first: SLO risk, or how long the work has waited (`service/priority.py`).
             key = await anyio.to_thread.run_sync(self.priority.assess, worker, due)
             failed: list[Failure] = []
             if due and not self.stopping and not self.priority.backing_off(worker):

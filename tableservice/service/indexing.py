@@ -43,7 +43,7 @@ class IndexingService(ServiceBase[IndexingPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return list(snapshot.timeline.pending_of(Action.INDEXING))
 
-    def due(self, snapshot: TableSnapshot) -> Due:
+    def due(self, snapshot: TableSnapshot, *, listing: bool = True) -> Due:
         todo = self._missing(snapshot.table, snapshot)
         if todo:
             return Due(True, f"due: indexes the policy wants are missing: {', '.join(todo)}")

@@ -70,12 +70,14 @@ class MetadataService(ServiceBase[MetadataPolicy]):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         return []
 
-    def due(self, snapshot: TableSnapshot) -> Due:
+    def due(self, snapshot: TableSnapshot, *, listing: bool = True) -> Due:
         """Asked on every poll: the metadata table changes only with the data table's commits, so it is opened (a
         listing of its timeline) only when the data timeline changed since it was last found not due."""
         mark = snapshot.timeline.mark()
         if self._not_due_at.get(snapshot.table.base_path) == mark:
             return Due(False, "not due: no data commit since the metadata table was last found in order")
+        if not listing:  # opening the metadata table lists its timeline: the pass asks
+            return Due(False, "not asked on this poll: a pass runs anyway and opens the metadata table")
         mdt = MetadataTable.open(snapshot.table, snapshot.timeline)
         found = _due(mdt, self.settings.policy) if mdt is not None else None
         if found:

@@ -111,9 +111,10 @@ class TableService(Protocol):
     def pending(self, snapshot: TableSnapshot) -> list[Instant]:
         """Instants to execute now, oldest first."""
 
-    def due(self, snapshot: TableSnapshot) -> Due:
+    def due(self, snapshot: TableSnapshot, *, listing: bool = True) -> Due:
         """Whether the policy says a new action should be scheduled, why, and when a time trigger next fires (no
-        listing beyond what the trigger needs)."""
+        listing beyond what the trigger needs). Without `listing`, from the poll's timeline alone: a trigger that
+        needs a listing is left out and the reason says so (asked when a pass is needed anyway)."""
 
     def schedule(self, ctx: TableContext) -> Instant | None:
         """Plan a new action under the table lock; None when there is nothing to do."""

@@ -46,7 +46,7 @@ class RollbackService(ServiceBase[FailedWritesSettings]):
         )
         return list(snapshot.timeline.pending_of(Action.ROLLBACK)) + failed
 
-    def due(self, snapshot: TableSnapshot) -> Due:
+    def due(self, snapshot: TableSnapshot, *, listing: bool = True) -> Due:
         return Due(False, "never plans: rolls back the failed writes each poll finds")
 
     def schedule(self, ctx: TableContext) -> Instant | None:

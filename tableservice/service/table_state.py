@@ -59,6 +59,9 @@ class TableSettings:
     paused_reason: str | None = None
     # SLO targets (`slo`): the daemon orders due work by their risk of breach; none: oldest pending first.
     slo: SloTargets = field(default_factory=SloTargets)
+    # A target whose time to breach is at most the fixing action's expected duration plus this (the wait until the
+    # next poll: `service.poll_interval_seconds`) makes that service due.
+    slo_margin_s: float = 30.0
 
     @property
     def heartbeat_interval_ms(self) -> int:

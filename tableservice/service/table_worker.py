@@ -31,11 +31,12 @@ from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
 from tableservice.planning.due import Due
+from tableservice.planning.slo import DEFAULT_ACTION_SECONDS, SloReading, due_with_slo
 from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.history import ActionHistory, ActionOutcome, action_record
 from tableservice.service.holds import SERVICE_WIDE, Holds
 from tableservice.service.outcome_metrics import record_outcome
-from tableservice.service.priority import LockWaits
+from tableservice.service.priority import LockWaits, TableSlo
 from tableservice.service.protocol import SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
@@ -83,6 +84,8 @@ class TableWorker:
         self._held = Holds()
         self._counting = False
         self.lock_waits = LockWaits()  # the daemon's back-off reads them (`service/priority.py`)
+        self.found_due_at: float | None = None  # when a poll first found work since the last pass (priority aging)
+        self._slo = TableSlo()  # SLO readings per snapshot, expected durations per service
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
         self._show_paused()
 
@@ -99,6 +102,7 @@ class TableWorker:
             if self.table is not None:
                 self.table.relabel(value.name)
         self._services = value.services()
+        self._slo.forget()
         self._nothing_at.clear()
         self._held.clear()
         self._show_paused()
@@ -127,7 +131,7 @@ class TableWorker:
     def _context(self, table: HudiTable) -> TableContext:
         lock = self.locks.table_lock(table.name, table.base_path)
         waits = self.lock_waits
-        hooks = ActionHooks(lock_waited=waits.add, spark_job=self._spark_job_ran)
+        hooks = ActionHooks(lock_waited=waits.add, lock_timed_out=waits.add_timeout, spark_job=self._spark_job_ran)
         if self.metrics is not None:
             m, name, provider = self.metrics, self.label, self.locks.name
 
@@ -137,6 +141,7 @@ class TableWorker:
 
             hooks = ActionHooks(
                 lock_waited=waited,
+                lock_timed_out=waits.add_timeout,
                 lock_held=lambda s: m.observe_lock_hold(name, provider, s),
                 spark_job=self._spark_job_ran,
             )
@@ -247,15 +252,15 @@ class TableWorker:
         trigger that needs file sizes lists files)."""
         return self._schedule_due(self.service(name), self._snapshot())
 
-    def _schedule_due(self, svc: TableService, snapshot: TableSnapshot) -> bool:
+    def _schedule_due(self, svc: TableService, snapshot: TableSnapshot, *, listing: bool = True) -> bool:
         """Asked on every poll; what it found (and why) is what /status shows per service (`due`)."""
-        found = self._due_now(svc, snapshot)
+        found = self._due_now(svc, snapshot, listing)
         if found is not None:
             with self.status.guard():
                 self.status.due[svc.name] = found.to_json()
         return bool(found)
 
-    def _due_now(self, svc: TableService, snapshot: TableSnapshot) -> Due | None:
+    def _due_now(self, svc: TableService, snapshot: TableSnapshot, listing: bool = True) -> Due | None:
         if not svc.applies(snapshot):
             return None
         if self._quarantined(svc.name):
@@ -264,22 +269,56 @@ class TableWorker:
             return Due(False, "scheduling is off for this service (schedule: false); plans from elsewhere still run")
         if not self._worth_planning(svc.name, snapshot):
             return Due(False, "its trigger was due, but planning found nothing to do; asked again after a new commit")
-        return svc.due(snapshot)
+        trigger = svc.due(snapshot, listing=listing)
+        if trigger.due or not self.settings.slo:
+            return trigger
+        # A target about to breach makes the service that fixes it due, whatever its trigger says; not while a plan
+        # of the service is pending (running it is the fix, and it runs first).
+        readings = [r for r in self.slo_readings(snapshot) if r.service == svc.name]
+        if not readings or svc.pending(snapshot):
+            return trigger
+        expected = self.expected_durations().get(svc.name, DEFAULT_ACTION_SECONDS)
+        return due_with_slo(trigger, readings, svc.name, expected, self.settings.slo_margin_s)
+
+    def slo_readings(self, snapshot: TableSnapshot | None = None) -> list[SloReading]:
+        """The table's SLO readings on `snapshot` (the last poll's), read once per snapshot; none without targets or
+        when a commit's metadata does not decode (logged)."""
+        snapshot = snapshot if snapshot is not None else self._snapshot()
+        planning = [svc for svc in self._services if svc.plans_on_timeline and svc.applies(snapshot)]
+        return self._slo.readings(
+            snapshot,
+            self.settings.slo,
+            lambda: {svc.name: svc.pending(snapshot) for svc in planning},
+            small_file_limit=self.settings.clustering.policy.small_file_limit,
+            label=self.label,
+        )
+
+    def expected_durations(self) -> dict[str, float]:
+        """Per service, the mean duration of the table's last completed actions in the history."""
+        return self._slo.expected(self.history, self.label)
 
     def needs_pass(self) -> bool:
         """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled (never
-        while the table is paused)."""
+        while the table is paused). Every service's due is asked (and shown in /status); a trigger that needs a
+        listing only while no other service has made the pass needed."""
         if self.paused:
+            self.found_due_at = None
             return False
         with self._requests_counted():
-            return self._needs_pass()
+            needed = self._needs_pass()
+        if not needed:
+            self.found_due_at = None
+        elif self.found_due_at is None:
+            self.found_due_at = time.time()
+        return needed
 
     def _needs_pass(self) -> bool:
         snapshot = self._snapshot()
-        return any(
-            (svc.settings.execute and self._runnable(svc, svc.pending(snapshot))) or self._schedule_due(svc, snapshot)
-            for svc in self.services()
-        )
+        needed = False
+        for svc in self.services():
+            needed = (svc.settings.execute and bool(self._runnable(svc, svc.pending(snapshot)))) or needed
+            needed = self._schedule_due(svc, snapshot, listing=not needed) or needed
+        return needed
 
     # --- one pass ----------------------------------------------------------------------------------
 
@@ -309,6 +348,7 @@ class TableWorker:
                 break
             snapshot = self._serve(ctx, svc, snapshot, result, allow_schedule, stop)
         self.poll(reload=False)  # the table holds the timeline its commits left, or loads one
+        self.found_due_at = None  # served: what is still due waits from the next poll on
         return result
 
     def _serve(
@@ -471,6 +511,7 @@ class TableWorker:
     def _remember(
         self, action: str, instant: str, started: float, outcome: ActionOutcome, done: object = None, error: str = ""
     ) -> None:
+        self._slo.action_ended()  # a new duration to average
         if self.history is not None:  # never raises: a history that cannot be written is a warning
             record = action_record(
                 self.label, action, instant, started, outcome, done, error or None, spark_seconds=self._spark_seconds

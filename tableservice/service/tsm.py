@@ -59,7 +59,7 @@ SERVICES = {f"{BASE_PATH}/compact": "compaction", f"{BASE_PATH}/cluster": "clust
 
 ACTIONS = ("REQUEST", "CANCEL", "REGISTER")
 _INSTANT = re.compile(r"\d{14}(\d{3})?")
-# capacity priority: below every (SLO risk, oldest pending) key, so requested work goes before polled work
+# capacity priority: below every (start-by moment, oldest pending) key, so requested work goes before polled work
 _REQUEST_FIRST = (-math.inf, "")
 _MAX_FIELDS = 32
 

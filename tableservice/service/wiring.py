@@ -150,6 +150,7 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         paused=entry.paused,
         paused_reason=entry.paused_reason,
         slo=policies.slo.targets(),
+        slo_margin_s=config.service.poll_interval_seconds,
     )
 
 

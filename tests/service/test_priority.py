@@ -16,12 +16,18 @@ from prometheus_client import CollectorRegistry
 from tableservice.config import BackoffSettings
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.timeline.instant import parse_instant_time, timeline_timezone
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import Metrics
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
-from tableservice.planning.slo import SloTargets, snapshot_readings
+from tableservice.planning.slo import (
+    DEFAULT_ACTION_SECONDS,
+    DEFAULT_WAIT_BUDGET_SECONDS,
+    SloTargets,
+    snapshot_readings,
+)
 from tableservice.service.priority import PriorityPolicy
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.quotas import GroupCapacity
@@ -135,11 +141,17 @@ def test_a_tight_target_table_is_served_before_the_oldest_first_choice(tmp_path:
     time.sleep(1.1)  # the tight table's delta commits are older than its target now
     before = _keys(policy, plain)
     after = _keys(policy, with_targets)
-    assert before["old"][1] == plan.requested_time and math.isinf(before["old"][0])
-    assert math.isinf(before["tight"][0])
+    # Without targets: the implicit deadline, an hour (the default budget) after the work began to wait: the plan's
+    # request for `old`, the poll that found a compaction due for `tight`.
+    tz = timeline_timezone(HudiTable.open(Storage(), old).config.timezone_name)
+    requested = parse_instant_time(plan.requested_time, tz).timestamp()
+    assert before["old"] == (requested + DEFAULT_WAIT_BUDGET_SECONDS, plan.requested_time)
+    assert plain[1].found_due_at is not None
+    assert before["tight"][0] == plain[1].found_due_at + DEFAULT_WAIT_BUDGET_SECONDS
     capacity = [("old", before["old"], None), ("tight", before["tight"], None)]
     assert grant_order(GroupCapacity(1), capacity) == ["old", "tight"]  # oldest pending first
-    assert after["tight"][0] < 0 < after["old"][0]  # breached (minus the default duration) vs an hour to spare
+    # With targets: `tight` breached (start by a minute ago, the default duration) vs an hour to spare for `old`.
+    assert after["tight"][0] < time.time() - DEFAULT_ACTION_SECONDS < time.time() + 3000 < after["old"][0]
     slo_capacity = [("old", after["old"], None), ("tight", after["tight"], None)]
     assert grant_order(GroupCapacity(1), slo_capacity) == ["tight", "old"]
     shown = {r["target"]: r for r in with_targets[1].status.slo}
