@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import NamedTuple
 
-from tableservice.errors import TableServiceError
+from tableservice.errors import SparkUnavailableError, TableServiceError
 from tableservice.hudi.action.indexing import IndexingResult
 from tableservice.hudi.timeline.instant import Action, Instant, parse_instant_time, timeline_timezone
 from tableservice.planning.archival import ArchivalPolicy
@@ -172,9 +172,10 @@ class PassResult:
     @property
     def failed_not_held(self) -> list[Failure]:
         """Failures that may pass on their own (the table backs off), and permanent ones not tied to an action's
-        instant (the table is quarantined). Permanent failures of an action are held back by the worker instead."""
+        instant (the table is quarantined). Permanent failures of an action are held back by the worker instead; Spark
+        that cannot start is Spark's failure, not the table's (its actions wait, reported in `failed` only)."""
         held = {id(f.error) for f in self.held_back}
-        return [f for f in self.failed if id(f.error) not in held]
+        return [f for f in self.failed if id(f.error) not in held and not isinstance(f.error, SparkUnavailableError)]
 
     def record(self, outcome: Outcome) -> None:
         """Add what executing one instant did."""

@@ -30,8 +30,6 @@ from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.locks import LockProvider
 from tableservice.metrics import Metrics
-from tableservice.planning.due import Due
-from tableservice.planning.slo import DEFAULT_ACTION_SECONDS, SloReading, due_with_slo
 from tableservice.service.actions import ActionHooks, TableContext
 from tableservice.service.history import ActionHistory, ActionOutcome, action_record
 from tableservice.service.holds import SERVICE_WIDE, Holds
@@ -46,6 +44,7 @@ from tableservice.service.table_state import (
     TableStatus,
     age_seconds,
 )
+from tableservice.service.worker_due import DueDecisions
 from tableservice.storage import Storage, StorageOptions
 from tableservice.storage.requests import counting
 
@@ -54,7 +53,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class TableWorker:
+class TableWorker(DueDecisions):
     """Serves one table; keeps its HudiTable (and so its metadata cache) between polls."""
 
     def __init__(
@@ -252,51 +251,6 @@ class TableWorker:
         trigger that needs file sizes lists files)."""
         return self._schedule_due(self.service(name), self._snapshot())
 
-    def _schedule_due(self, svc: TableService, snapshot: TableSnapshot, *, listing: bool = True) -> bool:
-        """Asked on every poll; what it found (and why) is what /status shows per service (`due`)."""
-        found = self._due_now(svc, snapshot, listing)
-        if found is not None:
-            with self.status.guard():
-                self.status.due[svc.name] = found.to_json()
-        return bool(found)
-
-    def _due_now(self, svc: TableService, snapshot: TableSnapshot, listing: bool = True) -> Due | None:
-        if not svc.applies(snapshot):
-            return None
-        if self._quarantined(svc.name):
-            return Due(False, "quarantined for this table (see quarantined_services)")
-        if not svc.settings.schedule:
-            return Due(False, "scheduling is off for this service (schedule: false); plans from elsewhere still run")
-        if not self._worth_planning(svc.name, snapshot):
-            return Due(False, "its trigger was due, but planning found nothing to do; asked again after a new commit")
-        trigger = svc.due(snapshot, listing=listing)
-        if trigger.due or not self.settings.slo:
-            return trigger
-        # A target about to breach makes the service that fixes it due, whatever its trigger says; not while a plan
-        # of the service is pending (running it is the fix, and it runs first).
-        readings = [r for r in self.slo_readings(snapshot) if r.service == svc.name]
-        if not readings or svc.pending(snapshot):
-            return trigger
-        expected = self.expected_durations().get(svc.name, DEFAULT_ACTION_SECONDS)
-        return due_with_slo(trigger, readings, svc.name, expected, self.settings.slo_margin_s)
-
-    def slo_readings(self, snapshot: TableSnapshot | None = None) -> list[SloReading]:
-        """The table's SLO readings on `snapshot` (the last poll's), read once per snapshot; none without targets or
-        when a commit's metadata does not decode (logged)."""
-        snapshot = snapshot if snapshot is not None else self._snapshot()
-        planning = [svc for svc in self._services if svc.plans_on_timeline and svc.applies(snapshot)]
-        return self._slo.readings(
-            snapshot,
-            self.settings.slo,
-            lambda: {svc.name: svc.pending(snapshot) for svc in planning},
-            small_file_limit=self.settings.clustering.policy.small_file_limit,
-            label=self.label,
-        )
-
-    def expected_durations(self) -> dict[str, float]:
-        """Per service, the mean duration of the table's last completed actions in the history."""
-        return self._slo.expected(self.history, self.label)
-
     def needs_pass(self) -> bool:
         """Whether a pass has anything to do: a pending instant to execute or an action due to be scheduled (never
         while the table is paused). Every service's due is asked (and shown in /status); a trigger that needs a
@@ -366,6 +320,8 @@ class TableWorker:
             unavailable = self.executor.unavailable()
             if unavailable is not None:  # retried by the next start; the table's other services go on
                 log.warning("%s waits for spark: %s", svc.name, unavailable.problem, extra={"table": self.label})
+                if self._runnable(svc, svc.pending(snapshot)) or self._schedule_due(svc, snapshot, listing=False):
+                    result.failed.append(Failure("", unavailable, svc.name))  # reported; the daemon does not back off
                 return snapshot
         changed = False
         if svc.settings.execute:
@@ -405,25 +361,6 @@ class TableWorker:
             return snapshot
         self.snapshot = ctx.table.snapshot()
         return self.snapshot
-
-    @staticmethod
-    def _timeline_mark(snapshot: TableSnapshot) -> str:
-        """A mark of the completed timeline that moves with any change to it: a new write, or a clean, rollback or
-        removed savepoint that frees a bound."""
-        done = snapshot.timeline.completed().instants
-        return f"{len(done)}:{done[-1].requested_time}.{done[-1].action.value}" if done else ""
-
-    def _planned(self, service: str, scheduled: Instant | None, snapshot: TableSnapshot) -> None:
-        """After a due trigger: remember that planning found nothing to do on `snapshot` (the timeline it planned
-        on), so that an idle table is not planned again (a listing) on every poll while its trigger stays due. Only a
-        due trigger may record this: a trigger that is not due yet (elapsed time) must be asked again."""
-        if scheduled is None:
-            self._nothing_at[service] = self._timeline_mark(snapshot)
-        else:
-            self._nothing_at.pop(service, None)
-
-    def _worth_planning(self, service: str, snapshot: TableSnapshot) -> bool:
-        return self._nothing_at.get(service) != self._timeline_mark(snapshot)
 
     def _runnable(self, svc: TableService, pending: list[Instant]) -> list[Instant]:
         """`pending` less the instants held back after a permanent failure (until their hold runs out)."""
@@ -477,6 +414,7 @@ class TableWorker:
                 self.metrics.action_failed(self.label, action)
             log.warning("%s waits for spark: %s", action, e.problem, extra={"table": self.label, "instant": instant})
             self._remember(action, instant, started_at, ActionOutcome.FAILED, error=str(e))
+            result.failed.append(Failure(instant, e, action))  # reported; the daemon does not back off
             return None
         except ActionAbandonedError as e:  # optimistic concurrency at work, not a failure of the table
             if self.metrics is not None:
