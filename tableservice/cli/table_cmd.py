@@ -18,7 +18,13 @@ from tableservice.hudi.metadata.verify import verify_metadata_table
 from tableservice.hudi.table.fs_view import FileGroup
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import ReadOptions, compares_completion_times, iter_read, read_schema
-from tableservice.hudi.table.time_travel import FORMATS_TEXT, check_as_of, parse_query_time, timeline_zone_label
+from tableservice.hudi.table.time_travel import (
+    FORMATS_TEXT,
+    check_as_of,
+    check_incremental,
+    parse_query_time,
+    timeline_zone_label,
+)
 from tableservice.hudi.timeline.instant import Instant
 from tableservice.storage import Storage
 
@@ -248,6 +254,7 @@ def _time_bounds(table: HudiTable, args: argparse.Namespace) -> tuple[str | None
         return None, None, None
     start = parse_query_time(args.start, option="--start", table=table.name)
     end = parse_query_time(args.end, option="--end", table=table.name) if args.end is not None else None
+    check_incremental(table, table.timeline(), start, end)
     kind = (
         "completion times (table version 8+)"
         if compares_completion_times(table.config)

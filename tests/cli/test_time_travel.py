@@ -330,3 +330,36 @@ def test_incremental_bounds_say_what_they_compare(
     _refused(code, err, "--end needs --start")
     code, _, err = _run(capsys, path, out, "--as-of", end, "--start", start)
     _refused(code, err, "--as-of cannot be combined with --start/--end")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_incremental_reads_refuse_archived_starts_and_cleaned_ranges(
+    version: int, tmp_path: Path, tables: Callable[[str, int, Path], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An incremental read whose start is before archived commits would miss their rows, and one whose range ends
+    at a commit the cleaner no longer holds whole would read a partial snapshot: both are refused (exit 2); a range
+    inside what the table retains reads what it read before archival."""
+    path = tables("cow", version, tmp_path)
+    writes = _writes(path)
+    out = tmp_path / "o.parquet"
+    code, rows_before, err = _run(capsys, path, out, "--start", writes[-2])
+    assert code == 0 and rows_before is not None and rows_before.num_rows > 0, err
+    policy = ArchivalPolicy.from_mapping({"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"})
+    assert archive(HudiTable.open(Storage(), path), policy)
+    start = _writes(path)[0]
+    assert writes[-2] >= start  # the read below stays inside the active timeline
+    code, _, err = _run(capsys, path, out, "--start", writes[0], "--end", writes[-1])
+    _refused(code, err, f"--start {writes[0]} is before the active timeline (it starts at {start})")
+    code, rows_after, err = _run(capsys, path, out, "--start", writes[-2])
+    assert code == 0 and rows_after is not None, err
+    assert_same_rows(rows_after, rows_before, "incremental read inside the active timeline, after archival")
+
+    cleaned = tables("cleanable", version, tmp_path / "c")
+    cwrites = _writes(cleaned)
+    table, instant, _ = scheduled(cleaned, CleanPolicy.from_mapping(POLICIES["commits"]))
+    assert execute_clean(table, instant).total_files_deleted > 0
+    first = HudiTable.open(Storage(), cleaned).timeline().completed_writes().instants[0]
+    end = first.completion_time if version >= 8 else first.requested_time  # versions 8+ compare completion times
+    assert first.requested_time == cwrites[0] and end
+    code, _, err = _run(capsys, cleaned, out, "--start", "2000-01-01", "--end", end)
+    _refused(code, err, f"ends at commit {cwrites[0]}", "older than the cleaner retains")

@@ -47,6 +47,7 @@ from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_l
 from tableservice.hudi.models import decode_clean_metadata
 from tableservice.hudi.table.fs_view import FileGroupId
 from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import incremental_instants
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant, parse_instant_time, timeline_timezone
 
@@ -151,6 +152,33 @@ def check_as_of(table: HudiTable, timeline: Timeline, as_of: str, *, given: str 
             instant_time=as_of,
             table=name,
         )
+
+
+def check_incremental(table: HudiTable, timeline: Timeline, start: str, end: str | None) -> None:
+    """Refuse (InvalidTimeTravelError) an incremental read (`start`, `end`] that would silently miss rows: a start
+    before the active timeline when instants were archived (archived commits are not read), or a range whose newest
+    commit's snapshot the table no longer holds whole (`check_as_of`: cleaned file slices, a pending write before
+    it)."""
+    name = table.name
+    first = timeline.commits_start()
+    if first is not None and start < first and table.newest_archived() is not None:
+        raise InvalidTimeTravelError(
+            f"--start {start} is before the active timeline (it starts at {first}): commits archived since would be "
+            "missed; start at or after it",
+            instant_time=start,
+            table=name,
+        )
+    in_range = incremental_instants(table, timeline, start, end)
+    if in_range:
+        newest = max(in_range)
+        try:
+            check_as_of(table, timeline, newest)
+        except InvalidTimeTravelError as e:
+            raise InvalidTimeTravelError(
+                f"the range ({start}, {end or 'latest'}] ends at commit {newest}, and {e.problem}",
+                instant_time=start,
+                table=name,
+            ) from e
 
 
 def first_pending_write(table: HudiTable, timeline: Timeline) -> Instant | None:
