@@ -23,6 +23,7 @@ from tableservice.errors import InvalidPlanError, TableServiceError
 from tableservice.executors.spark import SparkExecutor
 from tableservice.service.compaction import schedule_compaction
 from tableservice.service.daemon import Daemon
+from tableservice.service.history import ActionHistory
 from tableservice.service.table_state import TableHealth
 from tableservice.service.table_worker import TableWorker
 from tableservice.service.wiring import LockProviders, executor_settings, storage_options, table_settings
@@ -71,6 +72,7 @@ def _workers(config: DaemonConfig, executor: SparkExecutor) -> Iterator[list[Tab
     executor are released on every exit path."""
     storage = Storage(storage_options(config))
     locks = LockProviders()
+    history = ActionHistory.from_settings(config.service.history)  # what `once` runs is in the history too
     try:
         yield [
             TableWorker(
@@ -79,12 +81,15 @@ def _workers(config: DaemonConfig, executor: SparkExecutor) -> Iterator[list[Tab
                 locks.for_table(config, e),
                 executor,
                 storage_options=storage_options(config),
+                history=history,
             )
             for e in resolve_named_tables(config.resolve_tables(storage), storage)
         ]
     finally:
         locks.close()
         executor.stop()
+        if history is not None:
+            history.close()
 
 
 class _PassReport:

@@ -32,6 +32,7 @@ from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.clustering import request_clustering
 from tableservice.service.compaction import request_compaction
+from tableservice.service.history import ActionHistory
 from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_state import PassResult
 from tableservice.service.table_worker import TableWorker
@@ -166,11 +167,15 @@ def operator_table(args: argparse.Namespace, service: str | None = None) -> Iter
         spark = dataclasses.replace(spark, master=None if remote else master, remote=remote)
     executor = SparkExecutor(spark)
     locks = LockProviders()
+    # With the daemon's configuration, the actions an operator runs go to its action history too.
+    history = ActionHistory.from_settings(config.service.history) if path is not None else None
     try:
         provider = locks.for_table(config, entry)
         opts = storage_options(config)
-        worker = TableWorker(settings, Storage(opts), provider, executor, storage_options=opts)
+        worker = TableWorker(settings, Storage(opts), provider, executor, storage_options=opts, history=history)
         yield OperatorTable(worker)
     finally:
         executor.stop()
         locks.close()
+        if history is not None:
+            history.close()

@@ -114,3 +114,33 @@ def test_once_serves_the_tables_after_one_whose_clean_plan_names_a_nul_byte(
     done = HudiTable.open(Storage(), good).timeline().completed().filter(lambda i: i.action is Action.COMPACTION)
     assert len(done) == 1
     assert HudiTable.open(Storage(), bad).timeline().get(t, Action.CLEAN).is_requested  # type: ignore[union-attr]
+
+
+def test_once_and_operator_runs_go_to_the_action_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`once` (and every operator command given --config) records the actions it ran in the daemon's history file:
+    here a clean, with the files it deleted as its metadata says."""
+    from tableservice.hudi.models import decode_clean_metadata
+    from tableservice.hudi.table.config import TableType
+    from tableservice.hudi.timeline.instant import Action
+    from tableservice.service.history import ActionHistory
+    from tests.support.clean_helpers import build
+
+    path = str(tmp_path / "t")
+    build(path, 9, TableType.COPY_ON_WRITE)
+    history_file = tmp_path / "state" / "history.sqlite"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"service:\n  history: {{path: {history_file}}}\n"
+        "defaults:\n  clean: {hoodie.cleaner.commits.retained: 2, hoodie.clean.max.commits: 1}\n"
+        "  clustering: {enabled: false}\n  archival: {enabled: false}\n  indexing: {enabled: false}\n"
+        f"tables:\n  - uri: {path}\n    name: cleaned\n"
+    )
+    assert main(["once", "--config", str(cfg)]) == 0, capsys.readouterr().err
+    table = HudiTable.open(Storage(), path)
+    (clean,) = [i for i in table.timeline().completed() if i.action is Action.CLEAN]
+    md = decode_clean_metadata(table.active.read(clean), path=table.active.path_of(clean))
+    assert md.total_files_deleted > 0
+    records = ActionHistory(str(history_file), read_only=True).query()
+    assert [(r.table, r.action, r.instant, str(r.outcome), r.files_deleted) for r in records] == [
+        ("cleaned", "clean", clean.requested_time, "completed", md.total_files_deleted)
+    ]
