@@ -180,11 +180,12 @@ def _status(port: int) -> list[dict[str, Any]]:
 
 
 def startup(uri: str, storage: Storage, n: int, config_path: str) -> float:
-    from tableservice.config import hoodie_table_name, load_config, named_tables
+    from tableservice.config import load_config
+    from tableservice.service.wiring import named_entries
 
     started = time.perf_counter()
     config = load_config(config_path)
-    named, clashes = named_tables(config.resolve_tables(storage), hoodie_table_name(storage))
+    named, clashes = named_entries(config, storage, [])  # as the daemon starts
     took = time.perf_counter() - started
     assert len(named) == n and not clashes, (len(named), clashes)
     return took

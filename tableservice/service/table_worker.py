@@ -81,6 +81,7 @@ class TableWorker:
         self._nothing_at: dict[str, str] = {}
         self._spark_seconds = 0.0  # Spark job seconds of the action running now (one at a time per worker)
         self._held = Holds()
+        self._held_reported = False
         self._counting = False
         self.lock_waits = LockWaits()  # the daemon's back-off reads them (`service/priority.py`)
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
@@ -92,7 +93,10 @@ class TableWorker:
 
     @settings.setter
     def settings(self, value: TableSettings) -> None:
-        """New settings (a configuration reload): what planning found under the old policies no longer holds."""
+        """New settings (a configuration reload): what planning found under the old policies no longer holds. Equal
+        settings (a discovery rescan, a reload that left the table as it was) change nothing."""
+        if value == self._settings:
+            return
         self._settings = value
         if value.name is not None and value.name != self.status.name:  # renamed in the configuration
             self.status.name = value.name
@@ -101,6 +105,7 @@ class TableWorker:
         self._services = value.services()
         self._nothing_at.clear()
         self._held.clear()
+        self._held_reported = False
         self._show_paused()
 
     @property
@@ -387,8 +392,8 @@ class TableWorker:
 
     def _runnable(self, svc: TableService, pending: list[Instant]) -> list[Instant]:
         """`pending` less the instants held back after a permanent failure (until their hold runs out)."""
-        self._held.expire()
-        self._report_held()
+        if self._held.expire() or not self._held_reported:
+            self._report_held()
         return self._held.runnable(svc.name, pending)
 
     def _quarantined(self, service: str) -> bool:
@@ -414,6 +419,8 @@ class TableWorker:
         self._report_held()
 
     def _report_held(self) -> None:
+        """Into /status and the metrics; on a change only (and once at first: every service at 0)."""
+        self._held_reported = True
         self.status.held_back = self._held.held_back()
         self.status.quarantined_services = self._held.quarantined_services()
         if self.metrics is not None:
