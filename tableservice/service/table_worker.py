@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
+from dataclasses import replace
+from typing import TypeVar, cast
 
 from tableservice.errors import (
     ActionAbandonedError,
@@ -36,7 +38,7 @@ from tableservice.service.history import ActionHistory, ActionOutcome, action_re
 from tableservice.service.holds import SERVICE_WIDE, Holds
 from tableservice.service.outcome_metrics import record_outcome
 from tableservice.service.priority import LockWaits
-from tableservice.service.protocol import SchedulingDeferred, TableService
+from tableservice.service.protocol import Outcome, SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
     PassResult,
@@ -434,7 +436,9 @@ class TableWorker:
         started, started_at = time.monotonic(), time.time()
         self._spark_seconds = 0.0
         try:
-            out = fn()
+            with counting() as made_here:
+                out = fn()
+            out = _with_requests(out, made_here.counts())
         except InstantNotPendingError as e:  # another process got there first
             log.info("%s skipped: %s", action, e.problem, extra={"table": self.label, "instant": instant})
             self._remember(action, instant, started_at, ActionOutcome.SKIPPED, error=str(e))
@@ -535,6 +539,17 @@ class TableWorker:
         if self.metrics is None:
             return
         record_outcome(self.metrics, self.label, svc.name, outcome)
+
+
+def _with_requests(out: T, made_here: Mapping[str, int]) -> T:
+    """An action's outcome with the object-store requests made in this process added to those its Spark tasks
+    reported (`Outcome.requests`, lower-case kinds). The tasks count theirs apart (`counting(isolated=True)`), so
+    nothing is counted twice, wherever they ran."""
+    if not isinstance(out, Outcome) or not made_here:
+        return out
+    total = Counter({k.lower(): n for k, n in out.requests.items()})
+    total.update({k.lower(): n for k, n in made_here.items()})
+    return cast(T, replace(out, requests=dict(sorted(total.items()))))
 
 
 def verify_in_step(table: HudiTable) -> None:
