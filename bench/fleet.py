@@ -1,6 +1,7 @@
 """One daemon serving a fleet of small tables, on S3 (moto behind a counting proxy) and on local disk.
 
-Usage: python -m bench.fleet [--tables 1000] [--busy 50] [--poll 10] [--idle-polls 3] [--only s3|local]
+Usage: python -m bench.fleet [--tables 1000] [--busy 50] [--poll 10] [--idle-polls 3] [--only s3|local|slo]
+       [--slo-tables 100]
 
 Tables: `--tables` tables made with the write client (one commit of a few records each), table versions 6, 8 and 9
 and copy-on-write / merge-on-read in turn, under one root, found by `discovery`. They are made once on local disk
@@ -12,6 +13,10 @@ Printed with their aims: start-up (configuration load + discovery + names of eve
 seconds of the daemon per poll tick of every idle table, S3 requests per idle table per poll by kind, the daemon's
 peak RSS, and with `--busy` tables receiving writes (the write client, a commit every second across them), the
 worst poll lag in polls (how late a poll started after it was due).
+
+The SLO run (issue 15, `bench.slo`): `--slo-tables` merge-on-read tables, half with a tight
+`max_uncompacted_log_age_seconds`, served by the real SLO ordering and by oldest-first over the same simulated
+arrivals and action durations (a virtual clock); breaches of both printed side by side.
 """
 
 from __future__ import annotations
@@ -309,6 +314,47 @@ def show(r: dict[str, Any], n: int, poll: float) -> None:
         )
 
 
+def slo_run(tables: int) -> dict[str, dict[str, float]]:
+    """`bench.slo` with its defaults: capacity for about 96% of the demand (24 slots per 100 tables), four simulated
+    hours, half the tables at a 900 s log-age target and half at 3600 s."""
+    from bench import slo
+
+    args = argparse.Namespace(
+        tables=tables,
+        capacity=max(1, round(24 * tables / 100)),
+        hours=4.0,
+        arrival_seconds=120.0,
+        delta_commits=3,
+        mean_duration=90.0,
+        tight_seconds=900.0,
+        loose_seconds=3600.0,
+        seed=42,
+        dir=str(bench_dir(f"slo-{tables}")),
+    )
+    results = slo.run(args)
+    results["_"]["capacity"] = args.capacity
+    return results
+
+
+def show_slo(results: dict[str, dict[str, float]], tables: int) -> None:
+    print(
+        f"\nSLO ordering vs oldest-first, {tables} tables (half with tight targets), "
+        f"{results['_']['capacity']:.0f} slots, 4 h simulated"
+    )
+    print(f"  {'':34}{'SLO order':>12}{'oldest-first':>14}")
+    rows = [
+        ("breaches, tight tables", "tight_breaches", "{:.0f}"),
+        ("seconds in breach, tight tables", "tight_breach_seconds", "{:.0f}"),
+        ("tight tables ever breached", "tight_tables_breached", "{:.0f}"),
+        ("breaches, loose tables", "loose_breaches", "{:.0f}"),
+        ("seconds in breach, loose tables", "loose_breach_seconds", "{:.0f}"),
+        ("compactions run", "compactions", "{:.0f}"),
+    ]
+    for title, key, fmt in rows:
+        slo, oldest = results["slo"][key], results["oldest-first"][key]
+        print(f"  {title:34}{fmt.format(slo):>12}{fmt.format(oldest):>14}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, default=1000)
@@ -316,13 +362,17 @@ def main() -> int:
     parser.add_argument("--poll", type=float, default=10.0)
     parser.add_argument("--idle-polls", type=int, default=3)
     parser.add_argument("--busy-polls", type=int, default=3)
-    parser.add_argument("--only", choices=["s3", "local"])
+    parser.add_argument("--only", choices=["s3", "local", "slo"])
+    parser.add_argument("--slo-tables", type=int, default=100, help="tables of the SLO run (0: none)")
     parser.add_argument("--serve", metavar="CONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         return serve(args.serve)
     os.environ.update(CREDS)
     args.busy = min(args.busy, args.tables)
+    if args.only == "slo":
+        show_slo(slo_run(args.slo_tables), args.slo_tables)
+        return 0
     tables = make_tables(bench_dir(f"fleet-{args.tables}"), args.tables)
     with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
         for where in ("s3", "local"):
@@ -335,6 +385,8 @@ def main() -> int:
                     show(run(where, copy, args, work), args.tables, args.poll)
                 else:
                     show(run(where, tables, args, work), args.tables, args.poll)
+    if args.only is None and args.slo_tables:
+        show_slo(slo_run(args.slo_tables), args.slo_tables)
     return 0
 
 
