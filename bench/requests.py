@@ -19,7 +19,6 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -133,14 +132,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 clean=ServiceSettings(CleanPolicy.model_validate({"commits_retained": 1})),
             )
             worker = TableWorker(settings, storage, InProcessLockProvider(), executor, None, options, history=history)
-            steps: list[Callable[[], tuple[dict[str, Any], dict[str, Any]]]] = [
-                lambda: measure(proxy, worker, history, "compaction"),
-                lambda: measure(proxy, worker, history, "clustering"),
-                # one more write: the slices compaction and clustering replaced fall out of the retained commits
-                lambda: (write(storage, uri, args, 1, seed=8), measure(proxy, worker, history, "clean"))[1],
-            ]
-            for step in steps:
-                rows.extend(step())
+            rows.extend(measure(proxy, worker, history, "compaction"))
+            rows.extend(measure(proxy, worker, history, "clustering"))
+            # one more write: the slices compaction and clustering replaced fall out of the retained commits
+            write(storage, uri, args, 1, seed=8)
+            rows.extend(measure(proxy, worker, history, "clean"))
         finally:
             executor.stop()
     return rows

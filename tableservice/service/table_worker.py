@@ -84,6 +84,7 @@ class TableWorker:
         self._spark_seconds = 0.0  # Spark job seconds of the action running now (one at a time per worker)
         self._held = Holds()
         self._held_reported = False
+        self._none_pending: dict[str, str] = {}  # services whose pending gauges were set to 0, under which label
         self._counting = False
         self.lock_waits = LockWaits()  # the daemon's back-off reads them (`service/priority.py`)
         self.status = TableStatus(uri=settings.uri, name=settings.name or settings.uri)
@@ -218,8 +219,14 @@ class TableWorker:
             pending = {svc.name: svc.pending(snapshot) for svc in self._services if svc.plans_on_timeline}
             if self.metrics is not None:
                 for name, instants in pending.items():
+                    if not instants and self._none_pending.get(name) == self.label:
+                        continue  # still none: the gauges say so already
                     oldest = age_seconds(instants[0], tz) if instants else 0.0
                     self.metrics.set_pending(self.label, name, count=len(instants), oldest_age_seconds=oldest)
+                    if instants:
+                        self._none_pending.pop(name, None)
+                    else:
+                        self._none_pending[name] = self.label
                 self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=True)
             return pending["compaction"]
         except TableServiceError:
