@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -21,9 +22,10 @@ from tests.support.daemon_helpers import mor_table
 def _worker(path: Path) -> tuple[TableWorker, CollectorRegistry]:
     location = mor_table(path, records=60, commits=2)
     registry = CollectorRegistry()
+    no_spark: Any = None  # an idle poll never runs an action
     worker = TableWorker(
-        TableSettings(uri=location, name="idle"), Storage(), InProcessLockProvider(), None, Metrics(registry)
-    )  # type: ignore[arg-type]
+        TableSettings(uri=location, name="idle"), Storage(), InProcessLockProvider(), no_spark, Metrics(registry)
+    )
     return worker, registry
 
 
