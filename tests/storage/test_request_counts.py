@@ -21,10 +21,12 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.metrics import new_metrics
+from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.compaction import schedule_compaction
 from tableservice.service.history import ActionHistory
+from tableservice.service.protocol import ServiceSettings
 from tableservice.service.table_state import TableSettings
 from tableservice.service.table_worker import TableWorker
 from tableservice.storage import Storage, StorageOptions
@@ -156,3 +158,33 @@ def test_an_isolated_scope_keeps_its_requests_from_the_enclosing_ones() -> None:
     assert task.counts() == {"GET": 3, "PUT": 1}
     assert inner.counts() == {"PUT": 1}
     assert outer.counts() == {"LIST": 1, "HEAD": 1}
+
+
+def test_a_clean_records_the_requests_the_server_saw(s3: tuple[FaultProxy, Storage], tmp_path: Path) -> None:
+    """An action run in the daemon's own process (a clean): its history record holds what the server received while
+    it ran, its deletes among them."""
+    proxy, storage = s3
+    uri = "s3://counts/cleaned"
+    create_trip_table(uri, 9, TableType.COPY_ON_WRITE, name="cleaned", storage=storage)
+    client = WriteClient(storage, uri, options=WriteOptions(max_file_records=40))
+    for step in Workload(80, 3, 0.5, 0.0, partitions=2, seed=9).steps():
+        client.apply(step)
+    history = ActionHistory(str(tmp_path / "history.sqlite"))
+    settings = TableSettings(
+        uri=uri, name="cleaned", clean=ServiceSettings(CleanPolicy.model_validate({"commits_retained": 1}))
+    )
+    no_spark: Any = None  # a clean runs in the daemon's process
+    worker = TableWorker(settings, storage, InProcessLockProvider(), no_spark, None, history=history)
+    planned = worker.service("clean").schedule(worker.context())
+    assert planned is not None
+    proxy.reset_seen()
+    result = worker.run_one("clean", planned.requested_time)
+    assert not result.failed and result.cleaned == [planned.requested_time]
+    (record,) = [r for r in history.query() if r.action == "clean"]
+    window = [r for r in proxy.seen() if record.started <= r.at <= record.ended]
+    server = Counter(r.kind.lower() for r in window)
+    assert {kind: getattr(record, f"requests_{kind}") for kind in REQUEST_KINDS} == {
+        kind: server.get(kind, 0) for kind in REQUEST_KINDS
+    }
+    deleted = {r.key for r in window if r.kind == "DELETE" and r.key.endswith(".parquet")}
+    assert deleted and record.files_deleted >= len(deleted)
