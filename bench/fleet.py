@@ -1,6 +1,7 @@
 """One daemon serving a fleet of small tables, on S3 (moto behind a counting proxy) and on local disk.
 
-Usage: python -m bench.fleet [--tables 1000] [--busy 50] [--poll 10] [--idle-polls 3] [--only s3|local]
+Usage: python -m bench.fleet [--tables 1000] [--busy 50] [--poll 10] [--idle-polls 3] [--only s3|local|slo]
+       [--slo-tables 100]
 
 Tables: `--tables` tables made with the write client (one commit of a few records each), table versions 6, 8 and 9
 and copy-on-write / merge-on-read in turn, under one root, found by `discovery`. They are made once on local disk
@@ -12,6 +13,10 @@ Printed with their aims: start-up (configuration load + discovery + names of eve
 seconds of the daemon per poll tick of every idle table, S3 requests per idle table per poll by kind, the daemon's
 peak RSS, and with `--busy` tables receiving writes (the write client, a commit every second across them), the
 worst poll lag in polls (how late a poll started after it was due).
+
+The SLO run (issue 15, `bench.slo`): `--slo-tables` merge-on-read tables, half with a tight
+`max_uncompacted_log_age_seconds`, served by the real SLO ordering and by oldest-first over the same simulated
+arrivals and action durations (a virtual clock); breaches of both printed side by side.
 """
 
 from __future__ import annotations
@@ -180,11 +185,12 @@ def _status(port: int) -> list[dict[str, Any]]:
 
 
 def startup(uri: str, storage: Storage, n: int, config_path: str) -> float:
-    from tableservice.config import hoodie_table_name, load_config, named_tables
+    from tableservice.config import load_config
+    from tableservice.service.wiring import named_entries
 
     started = time.perf_counter()
     config = load_config(config_path)
-    named, clashes = named_tables(config.resolve_tables(storage), hoodie_table_name(storage))
+    named, clashes = named_entries(config, storage, [])  # as the daemon starts
     took = time.perf_counter() - started
     assert len(named) == n and not clashes, (len(named), clashes)
     return took
@@ -242,12 +248,16 @@ def _measure(
         time.sleep(0.5)
     out["served_s"] = time.monotonic() - started
     time.sleep(args.poll)  # settle: the first polls read hoodie.properties and the archive
-    # idle: every table
-    before_polls, before_cpu = _polls(port), _cpu_seconds(proc.pid)
+    # idle: every table (the daemon's CPU read between the /metrics scrapes that count its polls: a scrape's own
+    # CPU is measured apart)
+    before_polls = _polls(port)
+    before_cpu = _cpu_seconds(proc.pid)
     proxy.reset_seen()
     time.sleep(args.poll * args.idle_polls)
-    after_polls, after_cpu = _polls(port), _cpu_seconds(proc.pid)
+    after_cpu = _cpu_seconds(proc.pid)
     seen = proxy.seen()
+    after_polls = _polls(port)
+    out["scrape_cpu_s"] = _cpu_seconds(proc.pid) - after_cpu
     idle_polls = sum(after_polls.values()) - sum(before_polls.values())
     ticks = idle_polls / args.tables
     out["idle_polls"] = idle_polls
@@ -295,6 +305,7 @@ def show(r: dict[str, Any], n: int, poll: float) -> None:
     )
     print(f"  daemon serving every table after:      {r['served_s']:.1f}s")
     print(f"  CPU per poll tick of all idle tables:  {r['cpu_per_tick_s']:.2f}s   aim <= 1s")
+    print(f"  CPU of one /metrics scrape:            {r['scrape_cpu_s']:.2f}s")
     if r["where"] == "s3":
         per = r["requests_per_table_poll"]
         total = sum(per.values())
@@ -308,6 +319,38 @@ def show(r: dict[str, Any], n: int, poll: float) -> None:
         )
 
 
+def slo_run(tables: int) -> tuple[int, dict[str, dict[str, float]]]:
+    """`bench.slo` with its defaults (a third of the tables at a 900 s log-age target, a third at 3600 s, a third
+    with none), at capacity for about 96% of the demand (24 slots per 100 tables), four simulated hours."""
+    from bench import slo
+
+    args = argparse.Namespace(
+        hours=4.0,
+        arrival_seconds=120.0,
+        delta_commits=3,
+        mean_duration=90.0,
+        tight_seconds=900.0,
+        loose_seconds=3600.0,
+        wait_budget=3600.0,
+        poll_seconds=30.0,
+        seed=42,
+    )
+    # written afresh: the simulation starts now, and older tables would start in breach
+    written = slo.write_tables(Path(tempfile.mkdtemp(prefix="bench-fleet-slo-")), tables)
+    capacity = max(1, round(24 * tables / 100))
+    return capacity, slo.run(args, written, capacity)
+
+
+def show_slo(capacity: int, results: dict[str, dict[str, float]], tables: int) -> None:
+    from bench import slo
+
+    slo.show(
+        f"\nSLO ordering vs oldest-first (issue 15), {tables} tables, {capacity} slots, 4 h simulated: breaches per "
+        "class of target (tight 900 s, loose 3600 s, none)",
+        results,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, default=1000)
@@ -315,13 +358,17 @@ def main() -> int:
     parser.add_argument("--poll", type=float, default=10.0)
     parser.add_argument("--idle-polls", type=int, default=3)
     parser.add_argument("--busy-polls", type=int, default=3)
-    parser.add_argument("--only", choices=["s3", "local"])
+    parser.add_argument("--only", choices=["s3", "local", "slo"])
+    parser.add_argument("--slo-tables", type=int, default=100, help="tables of the SLO run (0: none)")
     parser.add_argument("--serve", metavar="CONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         return serve(args.serve)
     os.environ.update(CREDS)
     args.busy = min(args.busy, args.tables)
+    if args.only == "slo":
+        show_slo(*slo_run(args.slo_tables), args.slo_tables)
+        return 0
     tables = make_tables(bench_dir(f"fleet-{args.tables}"), args.tables)
     with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
         for where in ("s3", "local"):
@@ -334,6 +381,8 @@ def main() -> int:
                     show(run(where, copy, args, work), args.tables, args.poll)
                 else:
                     show(run(where, tables, args, work), args.tables, args.poll)
+    if args.only is None and args.slo_tables:
+        show_slo(*slo_run(args.slo_tables), args.slo_tables)
     return 0
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tableservice.config.model import TableEntry
 from tableservice.errors import ConfigError, TableServiceError
+from tableservice.hudi.table.config import parse_table_config
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.storage import Storage
 
@@ -31,11 +32,18 @@ class NameClash:
         )
 
 
-def hoodie_table_name(storage: Storage) -> Callable[[str], str | None]:
+def hoodie_table_name(storage: Storage, properties: Mapping[str, bytes] | None = None) -> Callable[[str], str | None]:
     """Reads `hoodie.table.name` from a table's `hoodie.properties`; None when it cannot be read (the table's
-    worker reports why when it serves the table)."""
+    worker reports why when it serves the table). `properties`: the files discovery read already (by URI), used
+    instead of a second read when they parse."""
 
     def read(uri: str) -> str | None:
+        text = None if properties is None else properties.get(uri)
+        if text is not None:
+            try:
+                return parse_table_config(text, path=uri).name or None
+            except TableServiceError:
+                pass  # read again, with the fallback to the backup file
         try:
             return HudiTable.open(storage, uri).name or None
         except TableServiceError:

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
@@ -367,13 +367,19 @@ class DaemonConfig(_Section):
         wanted = _identity(uri)
         return next((t for t in self.tables if t.uri == wanted), None)
 
-    def resolve_tables(self, storage: Storage) -> list[TableEntry]:
+    def resolve_tables(
+        self, storage: Storage, *, known: Collection[str] = (), properties: dict[str, bytes] | None = None
+    ) -> list[TableEntry]:
         """The listed tables, then those found under `discovery` roots and not listed (they get `defaults`
-        and `locks` as they are). Lists each root once per call; storage errors propagate."""
+        and `locks` as they are). Lists each root once per call; storage errors propagate. `known` and
+        `properties` go to `discover_tables` (tables served now; the properties files read)."""
         entries = list(self.tables)
         listed = {t.uri for t in entries}
         for root in self.discovery:
-            for uri in discover_tables(storage, root.root, root.max_depth, root.include, root.exclude):
+            found = discover_tables(
+                storage, root.root, root.max_depth, root.include, root.exclude, known=known, properties=properties
+            )
+            for uri in found:
                 if uri not in listed:
                     listed.add(uri)
                     entries.append(TableEntry.model_validate({"uri": uri}))

@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,7 @@ from tableservice.hudi.action.tasks import Task, run_task, task_from_json
 from tableservice.hudi.file_group.records_read import counting_records
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.storage import Storage, StorageOptions
+from tableservice.storage.requests import counting
 
 log = logging.getLogger(__name__)
 
@@ -91,27 +93,36 @@ def _task_worker(payload: Sequence[str]) -> Callable[[Iterable[pa.RecordBatch]],
     return run
 
 
-_RESULT_SCHEMA = "stat string, peak_rss_kb long, task_seconds double, records_read long"
+_RESULT_SCHEMA = "stat string, peak_rss_kb long, task_seconds double, records_read long, requests string"
 
 
 @dataclass(frozen=True)
 class JobResult:
     """What one action's job did: the write stats of every file written, and what its tasks measured themselves
-    (run time, records read by merged reads, the highest Python worker peak RSS)."""
+    (run time, records read by merged reads, the highest Python worker peak RSS, object-store requests by kind,
+    lower-case: `get`, `put`... as the cost ledger keys them)."""
 
     stats: list[HoodieWriteStat]
     executor_seconds: float = 0.0
     records_read: int = 0
     peak_rss_kb: int = 0
+    requests: dict[str, int] = field(default_factory=dict)
 
 
 def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
     """Executor side of a job: task indexes in; out, one row per file written (its write stat JSON) and one per
-    task (no stat: the task's run time and records read), each with the Python worker's peak RSS so far (KiB)."""
+    task (no stat: the task's run time, records read and object-store requests by kind as JSON), each with the
+    Python worker's peak RSS so far (KiB)."""
     token = _task_context_token()
     storages: dict[str, Storage] = {}
     for batch in batches:
-        rows: dict[str, list[Any]] = {"stat": [], "peak_rss_kb": [], "task_seconds": [], "records_read": []}
+        rows: dict[str, list[Any]] = {
+            "stat": [],
+            "peak_rss_kb": [],
+            "task_seconds": [],
+            "records_read": [],
+            "requests": [],
+        }
         for index in batch.column(0).to_pylist():
             task = task_from_json(payload[index])
             opts = task.extra.get("storage_options", "{}")
@@ -120,22 +131,27 @@ def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str])
                 storage = storages[opts] = Storage(StorageOptions(**json.loads(opts)) if opts != "{}" else None)
             started = time.monotonic()
             try:
-                with counting_records() as records:
+                with counting_records() as records, counting(isolated=True) as requests:
                     written = run_task(storage, task, token)
             except TableServiceError as e:  # travels to the driver inside Spark's error text
                 raise RuntimeError(encode_task_error(e, task.table_name)) from e
-            measured = [(None, time.monotonic() - started, records.records)]
-            for stat, seconds, count in [*((w.model_dump_json(by_alias=True), 0.0, 0) for w in written), *measured]:
+            measured = [(None, time.monotonic() - started, records.records, json.dumps(requests.counts()))]
+            for stat, seconds, count, made in [
+                *((w.model_dump_json(by_alias=True), 0.0, 0, None) for w in written),
+                *measured,
+            ]:
                 rows["stat"].append(stat)
                 rows["peak_rss_kb"].append(_peak_rss_kb())
                 rows["task_seconds"].append(seconds)
                 rows["records_read"].append(count)
+                rows["requests"].append(made)
         yield pa.RecordBatch.from_pydict(
             {
                 "stat": pa.array(rows["stat"], pa.string()),
                 "peak_rss_kb": pa.array(rows["peak_rss_kb"], pa.int64()),
                 "task_seconds": pa.array(rows["task_seconds"], pa.float64()),
                 "records_read": pa.array(rows["records_read"], pa.int64()),
+                "requests": pa.array(rows["requests"], pa.string()),
             }
         )
 
@@ -333,7 +349,17 @@ class SparkExecutor:
             executor_seconds=sum(float(r["task_seconds"]) for r in rows),
             records_read=sum(int(r["records_read"]) for r in rows),
             peak_rss_kb=peak,
+            requests=task_requests(r["requests"] for r in rows),
         )
+
+
+def task_requests(reported: Iterable[str | None]) -> dict[str, int]:
+    """The object-store requests the tasks reported (JSON by kind), summed, with lower-case kinds."""
+    total: Counter[str] = Counter()
+    for text in reported:
+        if text:
+            total.update({kind.lower(): int(n) for kind, n in json.loads(text).items()})
+    return dict(sorted(total.items()))
 
 
 @contextmanager

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from tableservice.errors import ActionAbandonedError, ConflictError
 from tableservice.hudi.action.cluster import clustering_commit_metadata
@@ -52,6 +53,7 @@ class ClusteringResult:
     log_bytes_read: int = 0
     executor_seconds: float = 0.0  # the tasks' run time, as they measured it
     records_read: int = 0  # base rows and log records the merged reads read
+    task_requests: Mapping[str, int] = field(default_factory=dict)  # object-store requests of the tasks (lower case)
 
     def benefit(self) -> ReadPathBenefit:
         """The replaced file groups were read from all their base and log files; the new ones from one file each."""
@@ -218,6 +220,7 @@ def execute_clustering(
         log_bytes_read=sum(g.log_bytes for g in groups),
         executor_seconds=job.executor_seconds,
         records_read=job.records_read,
+        task_requests=job.requests,
     )
 
 
@@ -247,5 +250,6 @@ class ClusteringService(ServiceBase[ClusteringPolicy]):
             records_written=done.records_written,
             records_read=done.records_read,
             executor_seconds=done.executor_seconds,
+            requests=done.task_requests,  # the worker adds what the daemon's process requested
             benefit=done.benefit(),
         )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from tableservice.errors import UnsupportedTableError
@@ -49,6 +50,7 @@ class CompactionResult:
     seconds: float
     executor_seconds: float = 0.0  # the tasks' run time, as they measured it
     records_read: int = 0  # base rows and log records the merged reads read
+    task_requests: Mapping[str, int] = field(default_factory=dict)  # object-store requests of the tasks (lower case)
 
     @property
     def bytes_written(self) -> int:
@@ -198,7 +200,7 @@ def execute_compaction(
         seconds,
         extra={"table": table.label, "instant": instant_time, "action": "compaction"},
     )
-    return CompactionResult(done, tuple(stats), seconds, job.executor_seconds, job.records_read)
+    return CompactionResult(done, tuple(stats), seconds, job.executor_seconds, job.records_read, job.requests)
 
 
 class CompactionService(ServiceBase[CompactionPolicy]):
@@ -248,5 +250,6 @@ class CompactionService(ServiceBase[CompactionPolicy]):
             log_files_compacted=done.log_files_compacted,
             executor_seconds=done.executor_seconds,
             records_read=done.records_read,
+            requests=done.task_requests,  # the worker adds what the daemon's process requested
             benefit=done.benefit(),
         )

@@ -44,7 +44,7 @@ from tableservice.service.http import (
     service_routes,
 )
 from tableservice.service.ledger import answer_report
-from tableservice.service.priority import PriorityPolicy
+from tableservice.service.priority import PriorityKey, PriorityPolicy
 from tableservice.service.quotas import GroupCapacity
 from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableStatus
 from tableservice.service.table_worker import TableWorker
@@ -463,22 +463,23 @@ class Daemon:
                 await self._one_pass(worker, due_at)
                 delay = self._next_delay(worker)
 
-    def _poll_in_thread(self, worker: TableWorker, due_at: float | None) -> bool:
-        """Poll (noting how late the poll started after it was due) and say whether a pass is needed."""
+    def _poll_in_thread(self, worker: TableWorker, due_at: float | None) -> tuple[bool, PriorityKey]:
+        """Poll (noting how late the poll started after it was due), say whether a pass is needed, and the
+        table's priority key: most at risk of breaching an SLO first, then oldest pending work
+        (`service/priority.py`). One worker thread for all three."""
         if due_at is not None:
             lag = max(0.0, time.monotonic() - due_at)
             status = worker.status
             status.update(poll_lag_seconds=round(lag, 3), max_poll_lag_seconds=max(status.max_poll_lag_seconds, lag))
             self.metrics.poll_lag(worker.label, lag)
         worker.poll()
-        return worker.needs_pass()
+        due = worker.needs_pass()
+        return due, self.priority.assess(worker, due)
 
     async def _one_pass(self, worker: TableWorker, due_at: float | None = None) -> None:
         status = worker.status
         try:
-            due = await anyio.to_thread.run_sync(self._poll_in_thread, worker, due_at)
-            # The earliest start-by moment first: SLO risk, or how long the work has waited (`service/priority.py`).
-            key = await anyio.to_thread.run_sync(self.priority.assess, worker, due)
+            due, key = await anyio.to_thread.run_sync(self._poll_in_thread, worker, due_at)
             failed: list[Failure] = []
             if due and not self.stopping and not self.priority.backing_off(worker):
                 async with self.capacity.slot(key, self.priority.group(worker)):

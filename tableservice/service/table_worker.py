@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
+from dataclasses import replace
+from typing import TypeVar, cast
 
 from tableservice.errors import (
     ActionAbandonedError,
@@ -35,7 +37,7 @@ from tableservice.service.history import ActionHistory, ActionOutcome, action_re
 from tableservice.service.holds import SERVICE_WIDE, Holds
 from tableservice.service.outcome_metrics import record_outcome
 from tableservice.service.priority import LockWaits, TableSlo
-from tableservice.service.protocol import SchedulingDeferred, TableService
+from tableservice.service.protocol import Outcome, SchedulingDeferred, TableService
 from tableservice.service.table_state import (
     Failure,
     PassResult,
@@ -81,6 +83,8 @@ class TableWorker(DueDecisions):
         self._nothing_at: dict[str, str] = {}
         self._spark_seconds = 0.0  # Spark job seconds of the action running now (one at a time per worker)
         self._held = Holds()
+        self._held_reported = False
+        self._none_pending: dict[str, str] = {}  # services whose pending gauges were set to 0, under which label
         self._counting = False
         self.lock_waits = LockWaits()  # the daemon's back-off reads them (`service/priority.py`)
         self.found_due_at: float | None = None  # when a poll first found work since the last pass (priority aging)
@@ -94,7 +98,10 @@ class TableWorker(DueDecisions):
 
     @settings.setter
     def settings(self, value: TableSettings) -> None:
-        """New settings (a configuration reload): what planning found under the old policies no longer holds."""
+        """New settings (a configuration reload): what planning found under the old policies no longer holds. Equal
+        settings (a discovery rescan, a reload that left the table as it was) change nothing."""
+        if value == self._settings:
+            return
         self._settings = value
         if value.name is not None and value.name != self.status.name:  # renamed in the configuration
             self.status.name = value.name
@@ -104,6 +111,7 @@ class TableWorker(DueDecisions):
         self._slo.forget()
         self._nothing_at.clear()
         self._held.clear()
+        self._held_reported = False
         self._show_paused()
 
     @property
@@ -215,8 +223,14 @@ class TableWorker(DueDecisions):
             pending = {svc.name: svc.pending(snapshot) for svc in self._services if svc.plans_on_timeline}
             if self.metrics is not None:
                 for name, instants in pending.items():
+                    if not instants and self._none_pending.get(name) == self.label:
+                        continue  # still none: the gauges say so already
                     oldest = age_seconds(instants[0], tz) if instants else 0.0
                     self.metrics.set_pending(self.label, name, count=len(instants), oldest_age_seconds=oldest)
+                    if instants:
+                        self._none_pending.pop(name, None)
+                    else:
+                        self._none_pending[name] = self.label
                 self.metrics.poll_finished(self.label, duration_seconds=time.monotonic() - started, succeeded=True)
             return pending["compaction"]
         except TableServiceError:
@@ -364,8 +378,8 @@ class TableWorker(DueDecisions):
 
     def _runnable(self, svc: TableService, pending: list[Instant]) -> list[Instant]:
         """`pending` less the instants held back after a permanent failure (until their hold runs out)."""
-        self._held.expire()
-        self._report_held()
+        if self._held.expire() or not self._held_reported:
+            self._report_held()
         return self._held.runnable(svc.name, pending)
 
     def _quarantined(self, service: str) -> bool:
@@ -391,6 +405,8 @@ class TableWorker(DueDecisions):
         self._report_held()
 
     def _report_held(self) -> None:
+        """Into /status and the metrics; on a change only (and once at first: every service at 0)."""
+        self._held_reported = True
         self.status.held_back = self._held.held_back()
         self.status.quarantined_services = self._held.quarantined_services()
         if self.metrics is not None:
@@ -404,7 +420,9 @@ class TableWorker(DueDecisions):
         started, started_at = time.monotonic(), time.time()
         self._spark_seconds = 0.0
         try:
-            out = fn()
+            with counting() as made_here:
+                out = fn()
+            out = _with_requests(out, made_here.counts())
         except InstantNotPendingError as e:  # another process got there first
             log.info("%s skipped: %s", action, e.problem, extra={"table": self.label, "instant": instant})
             self._remember(action, instant, started_at, ActionOutcome.SKIPPED, error=str(e))
@@ -507,6 +525,17 @@ class TableWorker(DueDecisions):
         if self.metrics is None:
             return
         record_outcome(self.metrics, self.label, svc.name, outcome)
+
+
+def _with_requests(out: T, made_here: Mapping[str, int]) -> T:
+    """An action's outcome with the object-store requests made in this process added to those its Spark tasks
+    reported (`Outcome.requests`, lower-case kinds). The tasks count theirs apart (`counting(isolated=True)`), so
+    nothing is counted twice, wherever they ran."""
+    if not isinstance(out, Outcome) or not made_here:
+        return out
+    total = Counter({k.lower(): n for k, n in out.requests.items()})
+    total.update({k.lower(): n for k, n in made_here.items()})
+    return cast(T, replace(out, requests=dict(sorted(total.items()))))
 
 
 def verify_in_step(table: HudiTable) -> None:

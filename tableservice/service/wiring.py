@@ -158,14 +158,16 @@ def named_entries(
     config: DaemonConfig, storage: Storage, registered: list[TableEntry], taken: dict[str, str] | None = None
 ) -> tuple[list[TableEntry], list[NameClash]]:
     """The tables `config` lists and discovers, and those Hudi writers `registered` (default policies), each with
-    its one name (`config.identity`); `taken`: names kept by the tables served now. A registered table whose name
+    its one name (`config.identity`); `taken`: names kept by the tables served now (a rescan finds them again without
+    a request). A registered table whose name
     clashes is left out with an error logged (a writer's registration never stops the daemon); other clashes are
     returned."""
-    entries = config.resolve_tables(storage)
+    properties: dict[str, bytes] = {}  # read by discovery: each new table's name without a second read
+    entries = config.resolve_tables(storage, known=(taken or {}).values(), properties=properties)
     listed = {e.uri for e in entries}
     extra = [e for e in registered if e.uri not in listed]
     from_writers = {e.uri for e in extra}
-    named, clashes = named_tables([*entries, *extra], hoodie_table_name(storage), taken=taken)
+    named, clashes = named_tables([*entries, *extra], hoodie_table_name(storage, properties), taken=taken)
     for clash in clashes:
         if clash.uri in from_writers:
             log.error("not serving the registered table %s: %s", clash.uri, clash)

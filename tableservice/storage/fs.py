@@ -40,6 +40,7 @@ import pyarrow.fs as pafs
 
 from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError, StorageFullError
 from tableservice.storage.requests import RequestKind, RequestTally, count, open_scopes
+from tableservice.storage.sizes import known_size
 
 _S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 # Files we create are readable by other users (Spark executors often run as another user); temp files from
@@ -208,10 +209,12 @@ class Storage:
             raise storage_error("read failed", location, e) from e
 
     def open_input_file(self, location: str, size: int | None = None) -> pa.NativeFile:
-        """A random-access file (for Parquet footers and row groups). On S3, `size` (from a listing) spares the HEAD
-        that finds it; every read is one ranged GET."""
+        """A random-access file (for Parquet footers and row groups). On S3, `size` (from a listing, or the enclosing
+        `known_sizes` scope) spares the HEAD that finds it; every read is one ranged GET."""
         fs, path = self._resolve(location)
         if fs is not self._local:
+            if size is None:
+                size = known_size(location)
             if size is None:
                 info = self.info(location)
                 if info is None or info.is_dir:

@@ -91,10 +91,12 @@ def open_scopes() -> tuple[RequestTally, ...]:
 
 
 @contextmanager
-def counting() -> Iterator[RequestTally]:
-    """A scope counting the requests made inside it (nested scopes each count them)."""
+def counting(*, isolated: bool = False) -> Iterator[RequestTally]:
+    """A scope counting the requests made inside it (nested scopes each count them). `isolated`: the enclosing
+    scopes do not count them (a Spark task reports its requests to the driver, which adds them once, wherever the
+    task ran)."""
     tally = RequestTally()
-    token = _SCOPES.set((*_SCOPES.get(), tally))
+    token = _SCOPES.set((tally,) if isolated else (*_SCOPES.get(), tally))
     try:
         yield tally
     finally:

@@ -18,15 +18,20 @@ from tableservice.config import (
     TableEntry,
     diff_tables,
     discover_tables,
+    hoodie_table_name,
     load_config,
+    named_tables,
     parse_config,
     set_policy_validator,
 )
 from tableservice.config.schema import Loc, iter_key_paths, resolve
 from tableservice.errors import ConfigError
+from tableservice.hudi.table.config import TableType
 from tableservice.planning.compaction.policy import CompactionPolicy, CompactionStrategyName, CompactionTriggerStrategy
 from tableservice.storage import FileInfo, Storage
+from tableservice.storage.requests import counting
 from tests.support.fixtures import REPO
+from tests.support.trip_tables import create_trip_table
 
 EXAMPLE = REPO / "config.example.yaml"
 
@@ -325,6 +330,34 @@ def test_discovery_on_s3(s3_bucket: tuple[Storage, str]) -> None:
     root = f"{bucket}/lake"
     _make_tree(storage, root)
     _check_discovery(storage, root)
+
+
+@pytest.mark.moto
+def test_discovery_reads_each_new_table_once_and_served_ones_never(s3_bucket: tuple[Storage, str]) -> None:
+    """A table found costs one GET (its hoodie.properties, which also names it); a rescan finds the tables served
+    now without a request; a folder that is no table costs a GET that misses and its listing."""
+    storage, bucket = s3_bucket
+    root = f"{bucket}/lake"
+    names = {f"{root}/t{i}": f"trips_{i}" for i in range(3)}
+    for uri, name in names.items():
+        create_trip_table(uri, (6, 8, 9)[int(uri[-1])], TableType.COPY_ON_WRITE, name=name, storage=storage)
+    storage.write_bytes(f"{root}/docs/readme.txt", b"x")
+    config = parse_config(f"discovery:\n  - root: {root}\n")
+
+    properties: dict[str, bytes] = {}
+    with counting() as tally:
+        entries = config.resolve_tables(storage, properties=properties)
+        named, clashes = named_tables(entries, hoodie_table_name(storage, properties))
+    assert not clashes
+    assert {e.uri: e.name for e in named} == names
+    # root and docs: a GET that misses and a listing each; each table: one GET and nothing more
+    assert tally.counts() == {"GET": 5, "LIST": 2}
+
+    with counting() as rescan:
+        again = config.resolve_tables(storage, known=list(names))
+        renamed, _ = named_tables(again, hoodie_table_name(storage), taken={v: k for k, v in names.items()})
+    assert {e.uri: e.name for e in renamed} == names
+    assert rescan.counts() == {"GET": 2, "LIST": 2}
 
 
 def test_resolve_tables_adds_discovered_ones(tmp_path: Path) -> None:

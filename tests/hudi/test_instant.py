@@ -128,3 +128,21 @@ def test_savepoint_keeps_its_commit_visible() -> None:
     # The savepointed commit stays active; the commits timeline starts after it for archival purposes.
     assert tl.commits_start() == "20250102000000000"
     assert tl.is_before_start("20241231000000000")
+
+
+def test_instant_times_read_as_strptime_reads_them() -> None:
+    """Instant times are read field by field (no strptime on every poll): the same moments, the same refusals."""
+    from datetime import datetime as dt
+    from datetime import timedelta, timezone
+
+    from tableservice.errors import InvalidTimelineError
+    from tableservice.hudi.timeline.instant import parse_instant_time
+
+    zone = timezone(timedelta(hours=-5))
+    for ts in ("20240229235959999", "19700101000000", "20261126021120176", "00010101000000000", "2024010203040506789"):
+        expected = dt.strptime(ts[:14], "%Y%m%d%H%M%S").replace(tzinfo=zone)
+        millis = int(ts[14:17]) if len(ts) >= 17 else 0
+        assert parse_instant_time(ts, zone) == expected + timedelta(milliseconds=millis)
+    for bad in ("20230229000000000", "20241301000000", "20240101246000000", "2024010100000"):
+        with pytest.raises(InvalidTimelineError):
+            parse_instant_time(bad, zone)

@@ -30,6 +30,7 @@ from tableservice.hudi.models import HoodieReplaceCommitMetadata, HoodieWriteSta
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.write.markers import MarkerType, create_marker
 from tableservice.storage import Storage, join
+from tableservice.storage.sizes import known_sizes
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class SliceInput:
     base_instant_time: str
     base_file: str | None
     log_files: tuple[str, ...]
+    sizes: tuple[tuple[str, int], ...] = ()  # (location, bytes) as the plan's view listed them: no HEAD to open
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,12 @@ class ClusteringTask:
     @classmethod
     def from_json(cls, text: str) -> ClusteringTask:
         data = json.loads(text)
-        data["slices"] = tuple(SliceInput(**{**s, "log_files": tuple(s["log_files"])}) for s in data["slices"])
+        data["slices"] = tuple(
+            SliceInput(
+                **{**s, "log_files": tuple(s["log_files"]), "sizes": tuple((loc, n) for loc, n in s.get("sizes", ()))}
+            )
+            for s in data["slices"]
+        )
         for key in ("sort_columns", "completed_instants", "pending_instants"):
             data[key] = tuple(data.get(key, ()))
         return cls(**data)
@@ -122,7 +129,13 @@ def _split_sizes(rows: int, row_bytes: float, groups: int, target_bytes: int) ->
 
 
 def run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieWriteStat]:
-    """Merge, sort and rewrite one clustering group; returns one write stat per new file."""
+    """Merge, sort and rewrite one clustering group; returns one write stat per new file. The input files open
+    without a HEAD where the task's slices carry their sizes."""
+    with known_sizes({loc: n for s in task.slices for loc, n in s.sizes}):
+        return _run_clustering_task(storage, task)
+
+
+def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieWriteStat]:
     check_attempt(storage, task)
     reader = task_reader(storage, task)
     schema = reader.schema
@@ -130,7 +143,9 @@ def run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieWr
         t
         for s in task.slices
         for t in reader.read_slice(
-            slice_at(storage, task.partition_path, s.file_id, s.base_instant_time, s.base_file, s.log_files)
+            slice_at(
+                storage, task.partition_path, s.file_id, s.base_instant_time, s.base_file, s.log_files, dict(s.sizes)
+            )
         )
     ]
     rows = pa.concat_tables(parts) if parts else schema.empty_table()

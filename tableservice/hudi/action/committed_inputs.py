@@ -32,6 +32,7 @@ from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.storage import FileInfo, join
+from tableservice.storage.sizes import known_sizes
 
 
 class InputSlice(Protocol):
@@ -206,7 +207,8 @@ def _check_log_file(
     if not full:
         return
     try:
-        blocks = list(iter_log_blocks(table.storage, location, table=table.label, eager_content_limit=0))
+        with known_sizes({location: actual}):  # the listing's size: no HEAD to open it
+            blocks = list(iter_log_blocks(table.storage, location, table=table.label, eager_content_limit=0))
     except TableServiceError as e:
         raise e.with_context(table=table.label, path=location) from e
     for block in blocks:

@@ -30,6 +30,7 @@ from tableservice.hudi.table.fs_view import BaseFile, FileSlice, LogFile, partit
 from tableservice.hudi.table.schema import arrow_schema_from_avro
 from tableservice.hudi.write.markers import MarkerType, create_marker
 from tableservice.storage import Storage, join
+from tableservice.storage.sizes import known_sizes
 
 FILE_NAME = "_hoodie_file_name"
 
@@ -59,6 +60,7 @@ class CompactionTask:
     kind: str = "compaction"
     pending_instants: tuple[str, ...] = ()  # never treated as archived
     memory_budget: int | None = None  # bytes of log records before the merge spills (None: unbounded)
+    file_sizes: dict[str, int] = field(default_factory=dict)  # location -> bytes, as the plan's view listed them
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -83,22 +85,30 @@ def slice_at(
     base_instant_time: str,
     base_file: str | None,
     log_files: Sequence[str],
+    sizes: Mapping[str, int] | None = None,
 ) -> FileSlice:
-    """A file slice from the locations a task names (sizes from storage)."""
+    """A file slice from the locations a task names; sizes from `sizes` (what the plan's listing gave), else from
+    storage (a HEAD each on S3)."""
+    known = sizes or {}
+
+    def size_of(location: str) -> int:
+        if known.get(location, 0) > 0:
+            return known[location]
+        info = storage.info(location)
+        return info.size if info else 0
+
     base = None
     if base_file is not None:
         name = parse_base_file_name(base_file.rsplit("/", 1)[-1])
         if name is None:
             raise InvalidPlanError(f"{base_file!r} is not a base file name")
-        info = storage.info(base_file)
-        base = BaseFile(base_file, name, info.size if info else 0)
+        base = BaseFile(base_file, name, size_of(base_file))
     logs = []
     for loc in log_files:
         lname = parse_log_file_name(loc.rsplit("/", 1)[-1])
         if lname is None:
             raise InvalidPlanError(f"{loc!r} is not a log file name")
-        info = storage.info(loc)
-        logs.append(LogFile(loc, lname, info.size if info else 0))
+        logs.append(LogFile(loc, lname, size_of(loc)))
     return FileSlice(partition, file_id, base_instant_time, base, tuple(logs))
 
 
@@ -138,11 +148,23 @@ def _with_file_name(table: pa.Table, name: str) -> pa.Table:
 
 
 def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteStat:
-    """Merge the slice and write the new base file (marker first). Returns the write stat of the new file."""
+    """Merge the slice and write the new base file (marker first). Returns the write stat of the new file. The
+    input files open without a HEAD where the task carries their sizes."""
+    with known_sizes(task.file_sizes):
+        return _run_compaction_task(storage, task)
+
+
+def _run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteStat:
     started = time.monotonic()
     reader = task_reader(storage, task)
     slice_ = slice_at(
-        storage, task.partition_path, task.file_id, task.base_instant_time, task.base_file, task.log_files
+        storage,
+        task.partition_path,
+        task.file_id,
+        task.base_instant_time,
+        task.base_file,
+        task.log_files,
+        task.file_sizes,
     )
     name = task.new_file_name
     _check_attempt(storage, task)

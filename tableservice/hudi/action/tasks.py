@@ -8,7 +8,7 @@ table facts (schema with meta fields, properties, the completed and pending inst
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -40,6 +40,8 @@ class SliceToCompact(Protocol):
     def log_files(self) -> tuple[str, ...]: ...
     @property
     def size_hint(self) -> int: ...
+    @property
+    def file_sizes(self) -> Mapping[str, int]: ...
 
 
 class GroupToCluster(Protocol):
@@ -65,6 +67,11 @@ class CompactionInput:
     base_file: str | None
     log_files: tuple[str, ...]
     size_hint: int = 0
+    sizes: tuple[tuple[str, int], ...] = ()  # (location, bytes) from the view
+
+    @property
+    def file_sizes(self) -> Mapping[str, int]:
+        return dict(self.sizes)
 
     @classmethod
     def of(cls, file_slice: FileSlice) -> CompactionInput:
@@ -75,6 +82,7 @@ class CompactionInput:
             file_slice.base_file.location if file_slice.base_file else None,
             tuple(lf.location for lf in file_slice.log_files),
             file_slice.total_size,
+            _sizes(file_slice),
         )
 
 
@@ -98,12 +106,20 @@ class ClusteringInput:
                     s.base_instant_time,
                     s.base_file.location if s.base_file else None,
                     tuple(lf.location for lf in s.log_files),
+                    _sizes(s),
                 )
                 for s in chosen
             ),
             output_groups,
             sum(s.total_size for s in chosen),
         )
+
+
+def _sizes(file_slice: FileSlice) -> tuple[tuple[str, int], ...]:
+    """(location, bytes) of the slice's files, as its view listed them."""
+    logs = tuple((f.location, f.size) for f in file_slice.log_files)
+    base = file_slice.base_file
+    return logs if base is None else ((base.location, base.size), *logs)
 
 
 @dataclass(frozen=True)
@@ -158,6 +174,7 @@ def compaction_tasks(
             compression=compression,
             size_hint=s.size_hint,
             memory_budget=memory_budget,
+            file_sizes=dict(s.file_sizes),
         )
         for s in slices
     ]

@@ -214,6 +214,7 @@ class ActiveTimeline:
         self.layout_version = config.layout_version
         self.tz = timeline_timezone(config.timezone_name)
         self._floor: str | None = None
+        self._last: tuple[tuple[tuple[str, int], ...], Timeline] | None = None  # the last listing and its timeline
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -221,7 +222,7 @@ class ActiveTimeline:
         """One listing of the timeline folder (temp files `.tmp-*` are never instants). With `sweep_temp_files`
         (a caller holding the table lock), temp files older than an hour, left by killed processes, are deleted."""
         if not sweep_temp_files:
-            return build_timeline(self.storage.list(self.folder), self.layout_version)
+            return self._built(self.storage.list(self.folder))
         files = self.storage.list(self.folder, temp_files=True)
         stale = time.time() * 1000 - STALE_TEMP_AGE_MS
         for fi in files:
@@ -229,6 +230,17 @@ class ActiveTimeline:
                 log.info("removing stale temp file %s", fi.location, extra={"table": self.config.name})
                 self.storage.delete(fi.location)
         return build_timeline((fi for fi in files if not is_temp_file(fi.name)), self.layout_version)
+
+    def _built(self, files: list[FileInfo]) -> Timeline:
+        """The timeline of a listing; the one built last when the listing names the same files with the same
+        modification times (an idle table's poll: nothing parsed again)."""
+        key = tuple((fi.name, fi.mtime_ms) for fi in files if not fi.is_dir)
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        timeline = build_timeline(files, self.layout_version)
+        self._last = (key, timeline)
+        return timeline
 
     def path_of(self, instant: Instant) -> str:
         return join(self.folder, instant.file_name(self.layout_version))

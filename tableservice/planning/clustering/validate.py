@@ -131,7 +131,11 @@ class _Checker:
         log_size = sum(lf.size for lf in logs)
         size = (slice_.base_file.size if base_name is not None and slice_.base_file else 0) + log_size
         base = slice_.base_file.location if base_name is not None and slice_.base_file is not None else None
-        return SliceInput(file_id, slice_.base_instant_time, base, tuple(lf.location for lf in logs)), size, log_size
+        sizes = tuple((lf.location, lf.size) for lf in logs)
+        if base is not None and slice_.base_file is not None:
+            sizes = ((base, slice_.base_file.size), *sizes)
+        found = SliceInput(file_id, slice_.base_instant_time, base, tuple(lf.location for lf in logs), sizes)
+        return found, size, log_size
 
     def _slice_holding(self, group: FileGroup, base_name: str | None, log_names: list[str]) -> FileSlice:
         wanted = ([base_name] if base_name is not None else []) + log_names

@@ -17,6 +17,7 @@ exist raises FileMissingError.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tableservice.errors import FileMissingError, InvalidPlanError
@@ -39,6 +40,12 @@ class ResolvedOperation:
     base_file: str | None
     log_files: tuple[str, ...]
     operation: HoodieCompactionOperation
+    sizes: tuple[tuple[str, int], ...] = ()  # (location, bytes) as the file-system view listed them
+
+    @property
+    def file_sizes(self) -> Mapping[str, int]:
+        """Bytes of the operation's files by location (the task opens them without a HEAD)."""
+        return dict(self.sizes)
 
     @property
     def size_hint(self) -> int:
@@ -94,8 +101,8 @@ def _resolve_one(
     group = groups.get(fg)
     if group is None:
         raise bad(f"file group {op.file_id!r} in partition {partition!r} does not exist")
-    known = {lf.file_name for s in group.slices for lf in s.log_files}
-    known.update(s.base_file.file_name for s in group.slices if s.base_file is not None)
+    known = {lf.file_name: lf.size for s in group.slices for lf in s.log_files}
+    known.update((s.base_file.file_name, s.base_file.size) for s in group.slices if s.base_file is not None)
 
     def require(name: str) -> None:
         if name not in known:
@@ -118,15 +125,19 @@ def _resolve_one(
         if parsed_log is None or parsed_log.file_id != op.file_id:
             raise bad(f"deltaFilePath {raw!r} is not a log file of file group {op.file_id!r}")
         require(name)
-        logs.append((parsed_log.sort_key, location))
+        logs.append((parsed_log.sort_key, location, known[name]))
     logs.sort(key=lambda kv: kv[0])
+    sizes = tuple((location, size) for _, location, size in logs)
+    if base_name is not None and base_location is not None:
+        sizes = ((base_location, known[base_name]), *sizes)
     return ResolvedOperation(
         partition=partition,
         file_id=op.file_id,
         base_instant_time=op.base_instant_time,
         base_file=base_location,
-        log_files=tuple(loc for _, loc in logs),
+        log_files=tuple(loc for _, loc, _ in logs),
         operation=op,
+        sizes=sizes,
     )
 
 

@@ -32,7 +32,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -46,11 +46,13 @@ _ERRORS = {
 
 @dataclass(frozen=True)
 class SeenRequest:
-    """One request the proxy received: its kind (`request_kind`), bucket and object key (for a LIST: its prefix)."""
+    """One request the proxy received: its kind (`request_kind`), bucket and object key (for a LIST: its prefix),
+    and when it arrived (unix seconds: which requests fall in a window a caller timed)."""
 
     kind: str
     bucket: str
     key: str
+    at: float = field(default=0.0, compare=False)
 
 
 def request_kind(method: str, target: str) -> SeenRequest:
@@ -247,7 +249,7 @@ class FaultProxy(ThreadingHTTPServer):
             self.injected = 0
 
     def note(self, method: str, target: str) -> None:
-        seen = request_kind(method, target)
+        seen = replace(request_kind(method, target), at=time.time())
         with self._guard:
             self._seen.append(seen)
 
