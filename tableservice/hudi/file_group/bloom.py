@@ -312,7 +312,7 @@ class DynamicBloomFilter:
                 np.put(self.rows[low].bits, positions, True)
                 continue
             for r in range(low, high + 1):
-                self.rows[r].bits[positions[:, rows == r]] = True
+                np.put(self.rows[r].bits, positions[:, rows == r], True)
 
     def might_contain(self, key: str | bytes) -> bool:
         pos = key_positions(_utf8(key), self.nb_hash, self.vector_size, self.hash_type)
