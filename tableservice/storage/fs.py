@@ -29,6 +29,7 @@ import errno
 import io
 import os
 import posixpath
+import re
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ TEMP_PREFIX = ".tmp-"
 # A temp file older than this belongs to no running write (timeline files are written in milliseconds).
 STALE_TEMP_AGE_MS = 3600 * 1000
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 # pyarrow's S3 output stream: a file of up to one part goes up as one PutObject (delayed open), larger ones as a
 # multipart upload of parts this size.
 MULTIPART_PART_SIZE = 10 * 1024 * 1024
@@ -143,7 +145,7 @@ class Storage:
     # --- resolution --------------------------------------------------------------------------------
 
     def _resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
-        if any(ord(c) < 32 or c == "\x7f" for c in location):
+        if _CONTROL.search(location):
             raise InvalidPathError(f"location {location!r} holds a control character", path=location)
         uri = to_uri(location)
         if uri.startswith("s3://"):

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tableservice.errors import CorruptFileError
+from tableservice.hudi.file_group import bloom_hash
 from tableservice.hudi.file_group.bloom import (
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_FILTER_TYPE_CODE_FOOTER_KEY,
@@ -131,6 +132,23 @@ def test_dynamic_rows_fill_like_java(nr: int, max_nr: int, n: int) -> None:
         assert all(batched.rows[row].bits[p] for p in pos)
     assert batched.current_nb_record == current
     assert batched.might_contain_many(keys).all()
+
+
+@pytest.mark.parametrize("fixed_length", [True, False])
+def test_chunked_add_many_equals_adding_one_by_one(fixed_length: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys hashed in several chunks (one key length: slices of the input; mixed lengths: grouped by length),
+    with rows of a dynamic filter switching inside chunks and then taking keys in turn."""
+    monkeypatch.setattr(bloom_hash, "_CHUNK", 16)
+    keys = [f"k{i:05d}" if fixed_length else "k" + "x" * (i % 7) + str(i) for i in range(230)]
+    for make in (lambda: DynamicBloomFilter(37, 0.01, 120), lambda: SimpleBloomFilter(100, 0.01)):
+        together, single = make(), make()
+        together.add_many(pa.array(keys))
+        for k in keys:
+            single.add(k)
+        assert together.serialize() == single.serialize()
+    assert len(DynamicBloomFilter(37, 0.01, 120).rows) == 1
+    expected, _ = _java_rows(len(keys), 37, 120)
+    assert max(expected) == 3 and expected[-1] != expected[-2]  # rows switch and are then taken in turn
 
 
 def test_dynamic_round_trip_and_growth() -> None:

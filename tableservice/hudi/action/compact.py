@@ -172,16 +172,11 @@ def _run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteS
     location = join(partition_location(task.base_path, task.partition_path), name)
 
     parts = reader.read_slice(slice_)
-
-    def batches() -> Iterator[pa.Table]:
-        for part in parts:
-            yield _with_file_name(part, name)
-
     try:
-        result = write_base_file(
+        result = write_base_file(  # sets `_hoodie_file_name` on every row (`file_name`)
             storage,
             location,
-            _as_batches(batches()),
+            _as_batches(parts),
             avro_schema=task.avro_schema,
             compression=task.compression,
             file_name=name,

@@ -28,7 +28,6 @@ not null; timestamps with tz "UTC" when adjusted to UTC; decimals as decimal128/
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -217,7 +216,7 @@ class _SchemaPatcher:
     def take(self) -> TStruct:
         if self.i >= len(self.elements):
             raise UnsupportedTableError("Parquet schema has fewer elements than the Avro schema needs")
-        el = copy.deepcopy(self.elements[self.i])
+        el = _copied(self.elements[self.i])  # only its own fields change
         self.i += 1
         return el
 
@@ -276,10 +275,14 @@ def _leaf_paths(elements: list[TStruct]) -> list[list[bytes]]:
     return paths
 
 
+def _copied(struct: TStruct) -> TStruct:
+    """A copy whose own fields can be set without touching `struct` (values are shared)."""
+    return TStruct(list(struct.fields))
+
+
 def patch_footer(footer: TStruct, avro_schema: Mapping[str, Any], key_value: list[tuple[str, str]]) -> TStruct:
     """parquet-avro's form of the FileMetaData Arrow wrote for `avro_schema` (see the module docstring)."""
-    out = copy.copy(footer)
-    out.fields = list(footer.fields)
+    out = _copied(footer)
     elements: list[TStruct] = list(footer.get(2).items)
     patcher = _SchemaPatcher(elements)
     root = patcher.take()
@@ -298,14 +301,18 @@ def patch_footer(footer: TStruct, avro_schema: Mapping[str, Any], key_value: lis
     if row_groups is not None:
         new_groups = []
         for ordinal, rg in enumerate(row_groups.items):
-            rg = copy.deepcopy(rg)
-            chunks = rg.get(1).items
+            # Copies of what changes only (row group, its chunks, their metadata), not of the statistics below.
+            rg = _copied(rg)
+            chunks = [_copied(c) for c in rg.get(1).items]
             if len(chunks) != len(paths):
                 raise UnsupportedTableError(f"row group has {len(chunks)} column chunks for {len(paths)} leaves")
             for chunk, path in zip(chunks, paths, strict=True):
                 meta = chunk.get(3)
                 if meta is not None:
+                    meta = _copied(meta)
                     meta.set(3, T_LIST, TList(T_BINARY, list(path)))
+                    chunk.set(3, T_STRUCT, meta)
+            rg.set(1, T_LIST, TList(T_STRUCT, chunks))
             if rg.get(7) is None:
                 rg.set(7, T_I16, ordinal)
             new_groups.append(rg)

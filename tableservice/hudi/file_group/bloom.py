@@ -53,9 +53,11 @@ from tableservice.hudi.file_group.bloom_hash import (
     KeyInput,
     Pos,
     jenkins_hash,
+    key_bytes,
     key_positions,
     key_slices,
     murmur_hash,
+    position_chunks_of,
     positions_many,
 )
 
@@ -226,8 +228,8 @@ class SimpleBloomFilter:
 
     def add_many(self, keys: KeyInput) -> None:
         r = self._row
-        for part in key_slices(keys):
-            r.set_positions(positions_many(part, r.nb_hash, r.vector_size, r.hash_type))
+        for _, positions in position_chunks_of(*key_bytes(keys), r.nb_hash, r.vector_size, r.hash_type):
+            np.put(r.bits, positions, True)
 
     def might_contain(self, key: str | bytes) -> bool:
         r = self._row
@@ -301,11 +303,16 @@ class DynamicBloomFilter:
         self.rows[int(self._assign(1)[0])].set_positions(pos)
 
     def add_many(self, keys: KeyInput) -> None:
-        for part in key_slices(keys):
-            positions = positions_many(part, self.nb_hash, self.vector_size, self.hash_type)
-            targets = self._assign(positions.shape[0])
-            for r in np.unique(targets).tolist():
-                self.rows[r].set_positions(positions[targets == r])
+        data, offsets = key_bytes(keys)  # checks the keys before the rows' state advances
+        targets = self._assign(len(offsets) - 1)
+        for which, positions in position_chunks_of(data, offsets, self.nb_hash, self.vector_size, self.hash_type):
+            rows = targets[which]
+            low, high = int(rows.min()), int(rows.max())
+            if low == high:  # a chunk within one row's run (bits set while the positions are in cache)
+                np.put(self.rows[low].bits, positions, True)
+                continue
+            for r in range(low, high + 1):
+                np.put(self.rows[r].bits, positions[:, rows == r], True)
 
     def might_contain(self, key: str | bytes) -> bool:
         pos = key_positions(_utf8(key), self.nb_hash, self.vector_size, self.hash_type)

@@ -4,8 +4,10 @@ A key is its UTF-8 bytes; the empty key is rejected (as Java's `HashFunction` do
 `h_0 = hash(key, 0)`, `h_i = hash(key, h_{i-1})`, position `|h_i % vectorSize|` with Java's signed `%`.
 Murmur's tail bytes are *sign-extended* Java bytes (this differs from the C reference for bytes >= 0x80).
 
-`positions_many` hashes many keys with numpy: keys are grouped by byte length, the seed-independent
-block mixing is done once per key, and each group is processed in cache-sized chunks.
+`position_chunks` hashes many keys with numpy: keys of one byte length are hashed together (keys of one length
+only, the common case of fixed-format keys, straight from the Arrow buffer; otherwise grouped by length), the
+seed-independent block mixing is done once per key, and each group is processed in cache-sized chunks, so
+that a filter sets the bits of a chunk while its positions are still in cache.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def key_slices(keys: KeyInput) -> Iterator[pa.Array]:
         yield arr.slice(start, SLICE)
 
 
-def _to_binary(keys: KeyInput) -> tuple[npt.NDArray[np.uint8], I64]:
+def key_bytes(keys: KeyInput) -> tuple[npt.NDArray[np.uint8], I64]:
     """UTF-8 bytes and int64 offsets of the keys; rejects null and empty keys."""
     arr = _to_array(keys)
     if arr.null_count:
@@ -64,7 +66,7 @@ def _to_binary(keys: KeyInput) -> tuple[npt.NDArray[np.uint8], I64]:
 
 
 def _murmur_group(rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector_size: int) -> Pos:
-    """Positions (n, nb_hash) for keys that all have `length` bytes, given as an (n, length) matrix."""
+    """Positions, shape (nb_hash, n), of keys that all have `length` bytes, given as an (n, length) matrix."""
     n = rows.shape[0]
     len4 = length >> 2
     words = np.ascontiguousarray(rows[:, : len4 * 4]).view("<u4")
@@ -88,24 +90,30 @@ def _murmur_group(rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector
         h = np.zeros(n, dtype=np.uint32)
         tmp = np.empty(n, dtype=np.uint32)
         size = np.uint32(vector_size)
+        ulen = np.uint32(length)
+        s13, s15 = np.uint32(13), np.uint32(15)
         for i in range(nb_hash):
-            h ^= np.uint32(length)
+            h ^= ulen
             for j in range(len4):
                 h *= _M
                 h ^= k[j]
             if left:
                 h ^= tail_u
                 h *= _M
-            np.right_shift(h, np.uint32(13), out=tmp)
+            np.right_shift(h, s13, out=tmp)
             h ^= tmp
             h *= _M
-            np.right_shift(h, np.uint32(15), out=tmp)
+            np.right_shift(h, s15, out=tmp)
             h ^= tmp
-            # Java: Math.abs(h % size); |h| as unsigned is exact even for Integer.MIN_VALUE.
-            np.abs(h.view(np.int32), out=tmp.view(np.int32))
-            np.remainder(tmp, size, out=tmp)
-            out[i] = tmp
-    return out.T
+            # Java: Math.abs(h % size); |h| as unsigned is exact even for Integer.MIN_VALUE. The remainder as
+            # a - (a // size) * size: numpy divides by a scalar with a precomputed multiplier (many times faster
+            # than its `remainder`).
+            row = out[i]
+            np.abs(h.view(np.int32), out=row.view(np.int32))
+            np.floor_divide(row, size, out=tmp)
+            tmp *= size
+            row -= tmp
+    return out
 
 
 def murmur_hash(data: bytes, seed: int) -> int:
@@ -185,19 +193,40 @@ def key_positions(key: bytes, nb_hash: int, vector_size: int, hash_type: int = M
     return out
 
 
-def positions_many(keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH) -> Pos:
-    """Bit positions of many keys, shape (n, nb_hash), in key order."""
-    data, offsets = _to_binary(keys)
+def position_chunks(
+    keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH
+) -> Iterator[tuple[I64 | slice, Pos]]:
+    """Bit positions of many keys, chunk by chunk: (which keys, their positions of shape (nb_hash, m)). The
+    keys of a chunk are a slice of the input when all keys have one byte length, else an index array (keys
+    are grouped by length); every key comes in exactly one chunk."""
+    return position_chunks_of(*key_bytes(keys), nb_hash, vector_size, hash_type)
+
+
+def position_chunks_of(
+    data: npt.NDArray[np.uint8], offsets: I64, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH
+) -> Iterator[tuple[I64 | slice, Pos]]:
+    """`position_chunks` of keys given as their bytes and offsets (`key_bytes`)."""
     n = len(offsets) - 1
-    out = np.empty((n, nb_hash), dtype=np.uint32)
     if n == 0:
-        return out
+        return
     if hash_type != MURMUR_HASH:
-        for i in range(n):
-            key = data[offsets[i] : offsets[i + 1]].tobytes()
-            out[i] = key_positions(key, nb_hash, vector_size, hash_type)
-        return out
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            out = np.empty((nb_hash, stop - start), dtype=np.uint32)
+            for i in range(start, stop):
+                key = data[offsets[i] : offsets[i + 1]].tobytes()
+                out[:, i - start] = key_positions(key, nb_hash, vector_size, hash_type)
+            yield slice(start, stop), out
+        return
     lengths = np.diff(offsets)
+    first = int(lengths[0])
+    if int(lengths.min()) == first == int(lengths.max()):
+        # One key length (fixed-format keys): the bytes are already an (n, length) matrix.
+        matrix = data[int(offsets[0]) : int(offsets[-1])].reshape(n, first)
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            yield slice(start, stop), _murmur_group(matrix[start:stop], first, nb_hash, vector_size)
+        return
     order = np.argsort(lengths, kind="stable")
     sorted_lengths = lengths[order]
     bounds = np.flatnonzero(np.diff(sorted_lengths)) + 1
@@ -206,6 +235,13 @@ def positions_many(keys: KeyInput, nb_hash: int, vector_size: int, hash_type: in
         span = np.arange(length, dtype=np.int64)[None, :]
         for start in range(0, len(group), _CHUNK):
             idx = group[start : start + _CHUNK]
-            rows = data[offsets[idx][:, None] + span]
-            out[idx] = _murmur_group(rows, length, nb_hash, vector_size)
-    return out
+            yield idx, _murmur_group(data[offsets[idx][:, None] + span], length, nb_hash, vector_size)
+
+
+def positions_many(keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH) -> Pos:
+    """Bit positions of many keys, shape (n, nb_hash), in key order."""
+    data, offsets = key_bytes(keys)
+    out = np.empty((nb_hash, len(offsets) - 1), dtype=np.uint32)
+    for which, positions in position_chunks_of(data, offsets, nb_hash, vector_size, hash_type):
+        out[:, which] = positions
+    return out.T

@@ -1,0 +1,53 @@
+"""What a Python worker does ahead of its tasks: imports paid at warm-up, no zip directory re-read per Spark task."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import zipfile
+import zipimport
+from pathlib import Path
+
+import pytest
+
+from tableservice.executors.spark import _forget_zip_importers
+
+
+def _zip_importers(archive: Path) -> list[str]:
+    return [
+        path
+        for path, finder in sys.path_importer_cache.items()
+        if isinstance(finder, zipimport.zipimporter) and path.startswith(str(archive))
+    ]
+
+
+def test_zip_importers_are_forgotten_and_imports_still_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "libs.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zpkg_warm/__init__.py", "")
+        z.writestr("zpkg_warm/first.py", "VALUE = 'first'\n")
+        z.writestr("zpkg_warm/second.py", "VALUE = 'second'\n")
+    monkeypatch.syspath_prepend(str(archive))
+    try:
+        assert importlib.import_module("zpkg_warm.first").VALUE == "first"
+        assert _zip_importers(archive)  # the archive and its package each got an importer
+        _forget_zip_importers()
+        assert _zip_importers(archive) == []
+        importlib.invalidate_caches()  # what PySpark's worker calls before each task: nothing to re-read now
+        assert importlib.import_module("zpkg_warm.second").VALUE == "second"  # a new importer when needed
+    finally:
+        for name in ("zpkg_warm", "zpkg_warm.first", "zpkg_warm.second"):
+            sys.modules.pop(name, None)
+
+
+def test_warm_worker_pays_pyarrows_pandas_import() -> None:
+    code = (
+        "import os, sys, pyarrow as pa\n"
+        "from tableservice.executors.spark import _warm_worker\n"
+        "assert 'pandas' not in sys.modules\n"
+        "out = list(_warm_worker([pa.RecordBatch.from_pydict({'id': [0, 1]})]))\n"
+        "print(out[0].column(0).to_pylist() == [os.getpid()] * 2, 'pandas' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["True", "True"]
