@@ -24,13 +24,9 @@ entries; `info` one HEAD (and a LIST when no object has that key: it may be a fo
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import io
 import os
 import posixpath
 import re
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,23 +35,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError, StorageFullError
-from tableservice.storage.requests import RequestKind, RequestTally, count, open_scopes
+from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidPathError, StorageError
+from tableservice.storage.local_io import TEMP_PREFIX, storage_error, unlink_quietly, write_temp
+from tableservice.storage.requests import RequestKind, RequestTally, count
+from tableservice.storage.s3_io import CountedOutput, S3RangeFile, retries
 from tableservice.storage.sizes import known_size
 
 _S3_SCHEMES = ("s3://", "s3a://", "s3n://")
-# Files we create are readable by other users (Spark executors often run as another user); temp files from
-# mkstemp would otherwise be 0600.
-_FILE_MODE = 0o644
-# Temp files of whole-file writes; listings leave them out.
-TEMP_PREFIX = ".tmp-"
 # A temp file older than this belongs to no running write (timeline files are written in milliseconds).
 STALE_TEMP_AGE_MS = 3600 * 1000
-_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
-# pyarrow's S3 output stream: a file of up to one part goes up as one PutObject (delayed open), larger ones as a
-# multipart upload of parts this size.
-MULTIPART_PART_SIZE = 10 * 1024 * 1024
 LIST_PAGE = 1000
 
 
@@ -222,7 +211,7 @@ class Storage:
                 if info is None or info.is_dir:
                     raise FileMissingError("file does not exist", path=location)
                 size = info.size
-            return pa.PythonFile(_S3RangeFile(self, location, path, size), mode="r")
+            return pa.PythonFile(S3RangeFile(self, location, path, size), mode="r")
         try:
             return fs.open_input_file(path)
         except FileNotFoundError as e:
@@ -281,11 +270,11 @@ class Storage:
             bucket, _, key = path.partition("/")
             self._call(RequestKind.PUT, location, "write", lambda c: c.put_object(Bucket=bucket, Key=key, Body=data))
             return
-        tmp = _write_temp(path, data, location)
+        tmp = write_temp(path, data, location)
         try:
             os.replace(tmp, path)
         except BaseException as e:
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
             if isinstance(e, OSError):
                 raise storage_error("write failed", location, e) from e
             raise
@@ -299,7 +288,7 @@ class Storage:
         """
         fs, path = self._resolve(location)
         if fs is self._local:
-            tmp = _write_temp(path, data, location)
+            tmp = write_temp(path, data, location)
             try:
                 os.link(tmp, path)
             except FileExistsError as e:
@@ -307,7 +296,7 @@ class Storage:
             except OSError as e:
                 raise storage_error("create failed", location, e) from e
             finally:
-                _unlink_quietly(tmp)
+                unlink_quietly(tmp)
             return
         from botocore.exceptions import BotoCoreError
 
@@ -315,9 +304,9 @@ class Storage:
         client = self._boto_client()
         try:
             reply = client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-            count(RequestKind.PUT, 1 + _retries(reply))
+            count(RequestKind.PUT, 1 + retries(reply))
         except client.exceptions.ClientError as e:
-            count(RequestKind.PUT, 1 + _retries(e.response))
+            count(RequestKind.PUT, 1 + retries(e.response))
             code = e.response.get("Error", {}).get("Code", "")
             if code in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
                 retried = int(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0) > 0
@@ -352,7 +341,7 @@ class Storage:
         try:
             reply = request(client)
         except ClientError as e:
-            count(kind, 1 + _retries(e.response), scopes)
+            count(kind, 1 + retries(e.response), scopes)
             code = str(e.response.get("Error", {}).get("Code", ""))
             if code in ("NoSuchKey", "404", "NotFound"):
                 raise FileMissingError("file does not exist", path=location) from e
@@ -360,7 +349,7 @@ class Storage:
         except BotoCoreError as e:  # reset, timed out or refused once botocore's retries ran out
             count(kind, 1, scopes)
             raise StorageError(f"{what} failed: {type(e).__name__}: {e}", path=location) from e
-        count(kind, 1 + _retries(reply), scopes)
+        count(kind, 1 + retries(reply), scopes)
         return reply
 
     def _get(
@@ -390,7 +379,7 @@ class Storage:
             if fs is self._local:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 return fs.open_output_stream(path)
-            return pa.PythonFile(_CountedOutput(fs.open_output_stream(path)), mode="w")
+            return pa.PythonFile(CountedOutput(fs.open_output_stream(path)), mode="w")
         except OSError as e:
             raise storage_error("open for write failed", location, e) from e
 
@@ -488,137 +477,9 @@ class Storage:
         return join(folder, f".{stem}.{uuid.uuid4().hex}.tmp")
 
 
-def _retries(reply: Any) -> int:
-    """How many times botocore retried a request (each one reached the server)."""
-    try:
-        return int(reply.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
-    except (AttributeError, TypeError, ValueError):
-        return 0
-
-
-class _S3RangeFile(io.RawIOBase):
-    """A random-access S3 object of known size: each read is one ranged GET (no HEAD)."""
-
-    def __init__(self, storage: Storage, location: str, path: str, size: int) -> None:
-        super().__init__()
-        self._storage, self._location, self._path, self._size, self._pos = storage, location, path, size, 0
-        self._scopes = open_scopes()  # pyarrow reads on its I/O threads: the requests count where the file opened
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def size(self) -> int:
-        return self._size
-
-    def read(self, n: int | None = -1) -> bytes:
-        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
-        if end <= self._pos:
-            return b""
-        data = self._storage._get(self._location, self._path, f"bytes={self._pos}-{end - 1}", self._scopes)
-        self._pos += len(data)
-        return data
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-
-class _CountedOutput:
-    """pyarrow's S3 output stream, counting the requests its close makes: one PUT up to a part, else a multipart
-    upload (start and completion POSTs and a PUT per part)."""
-
-    def __init__(self, stream: pa.NativeFile) -> None:
-        self._stream = stream
-        self._written = 0
-        self._scopes = open_scopes()
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        n = int(self._stream.write(data))
-        self._written += n
-        return n
-
-    def tell(self) -> int:
-        return self._written
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def writable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self._stream.close()
-        finally:
-            if self._written <= MULTIPART_PART_SIZE:
-                count(RequestKind.PUT, 1, self._scopes)
-            else:
-                count(RequestKind.POST, 2, self._scopes)
-                count(RequestKind.PUT, -(-self._written // MULTIPART_PART_SIZE), self._scopes)
-
-
 def _file_info(location: str, fi: pafs.FileInfo) -> FileInfo:
     mtime = fi.mtime_ns // 1_000_000 if fi.mtime_ns is not None else 0
     is_dir = fi.type == pafs.FileType.Directory
     return FileInfo(
         location=location, size=fi.size if fi.size is not None and not is_dir else 0, mtime_ms=mtime, is_dir=is_dir
     )
-
-
-def _write_temp(path: str, data: bytes, location: str) -> str:
-    """Write `data` in full to a new temp file beside `path` and fsync it; returns the temp file's path. On any
-    failure (including BaseExceptions such as KeyboardInterrupt) the temp file is removed before the error leaves;
-    OSErrors become StorageErrors naming `location`."""
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=TEMP_PREFIX)
-    except OSError as e:
-        raise storage_error("write failed", location, e) from e
-    try:
-        try:
-            os.fchmod(fd, _FILE_MODE)
-            view = memoryview(data)
-            while view:  # os.write may write less than asked (a signal, a nearly full device)
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException as e:
-        _unlink_quietly(tmp)
-        if isinstance(e, OSError):
-            raise storage_error("write failed", location, e) from e
-        raise
-    return tmp
-
-
-def _os_reason(e: OSError) -> str:
-    """The OS's reason for a failure, without the file names it carries: `No space left on device (ENOSPC)`."""
-    code = e.errno
-    if code is not None and code in errno.errorcode:
-        return f"{os.strerror(code)} ({errno.errorcode[code]})"
-    return str(e)
-
-
-def storage_error(what: str, location: str, e: OSError) -> StorageError:
-    """A StorageError naming `location` and the OS's reason; StorageFullError for a full device or quota."""
-    cls = StorageFullError if e.errno in _FULL else StorageError
-    return cls(f"{what}: {_os_reason(e)}", path=location)
-
-
-def _unlink_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
