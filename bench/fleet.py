@@ -320,8 +320,9 @@ def show(r: dict[str, Any], n: int, poll: float) -> None:
 
 
 def slo_run(tables: int) -> tuple[int, dict[str, dict[str, float]]]:
-    """`bench.slo` with its defaults (a third of the tables at a 900 s log-age target, a third at 3600 s, a third
-    with none), at capacity for about 96% of the demand (24 slots per 100 tables), four simulated hours."""
+    """`bench.slo` with half the tables at a 900 s log-age target and half at 3600 s (issue 15's run; `bench.slo`
+    itself adds a third class without targets), at capacity for about 96% of the demand (24 slots per 100 tables),
+    four simulated hours."""
     from bench import slo
 
     args = argparse.Namespace(
@@ -334,6 +335,7 @@ def slo_run(tables: int) -> tuple[int, dict[str, dict[str, float]]]:
         wait_budget=3600.0,
         poll_seconds=30.0,
         seed=42,
+        mix=("tight", "loose"),  # half the tables with tight targets (issue 15)
     )
     # written afresh: the simulation starts now, and older tables would start in breach
     written = slo.write_tables(Path(tempfile.mkdtemp(prefix="bench-fleet-slo-")), tables)
@@ -345,8 +347,8 @@ def show_slo(capacity: int, results: dict[str, dict[str, float]], tables: int) -
     from bench import slo
 
     slo.show(
-        f"\nSLO ordering vs oldest-first (issue 15), {tables} tables, {capacity} slots, 4 h simulated: breaches per "
-        "class of target (tight 900 s, loose 3600 s, none)",
+        f"\nSLO ordering vs oldest-first (issue 15), {tables} tables, half with tight targets (900 s) and half with "
+        f"loose ones (3600 s), {capacity} slots, 4 h simulated",
         results,
     )
 

@@ -109,7 +109,8 @@ def _fleet(tables: list[HudiTable], args: argparse.Namespace, seed: int) -> list
     fleet = []
     for i, table in enumerate(tables):
         snapshot = table.refresh()
-        kind = CLASSES[i % 3]
+        mix = getattr(args, "mix", CLASSES)  # the classes, assigned to the tables in turn
+        kind = mix[i % len(mix)]
         tight = SloTargets(max_uncompacted_log_age_seconds=args.tight_seconds)
         loose = SloTargets(max_uncompacted_log_age_seconds=args.loose_seconds)
         sigma = 0.6
