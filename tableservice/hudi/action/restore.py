@@ -48,12 +48,12 @@ from tableservice.hudi.models import (
     HoodieRollbackMetadata,
     HoodieRollbackPartitionMetadata,
     HoodieRollbackPlan,
-    HoodieRollbackRequest,
     decode_restore_plan,
     encode_restore_metadata,
     encode_restore_plan,
     encode_rollback_plan,
 )
+from tableservice.hudi.models.rollback import rollback_requests
 from tableservice.hudi.table import config as tc
 from tableservice.hudi.table.config import store_table_config
 from tableservice.hudi.table.fs_view import partition_location
@@ -273,28 +273,7 @@ def _rollback_instant(table: HudiTable, target: Instant) -> HoodieRollbackMetada
                 appended[(partition, lname.file_id, lname.instant_time)][fi.location] = fi.size
     plan = HoodieRollbackPlan(
         instant_to_rollback=_info(target),
-        RollbackRequests=(
-            *(
-                HoodieRollbackRequest(
-                    partition_path=p,
-                    file_id="",
-                    latest_base_instant="",
-                    files_to_be_deleted=tuple(sorted(v)),
-                    log_blocks_to_be_deleted={},
-                )
-                for p, v in sorted(deletes.items())
-            ),
-            *(
-                HoodieRollbackRequest(
-                    partition_path=p,
-                    file_id=fid,
-                    latest_base_instant=base_instant,
-                    files_to_be_deleted=(),
-                    log_blocks_to_be_deleted=dict(sorted(logs.items())),
-                )
-                for (p, fid, base_instant), logs in sorted(appended.items())
-            ),
-        ),
+        RollbackRequests=rollback_requests(deletes, appended, no_blocks={}),
         version=1,
     )
     version = table.config.version

@@ -35,6 +35,7 @@ from tableservice.hudi.models import (
     decode_rollback_plan,
     encode_rollback_plan,
 )
+from tableservice.hudi.models.rollback import rollback_requests
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action, Instant, State
@@ -80,26 +81,7 @@ def plan_rollback(table: HudiTable, target: Instant) -> HoodieRollbackPlan:
                     deletes.setdefault(partition, []).append(fi.location)
                 elif table.config.version < 8 and has_blocks_of(table.storage, fi.location, t, table=table.label):
                     appended.setdefault((partition, lname.file_id, lname.instant_time), {})[fi.location] = fi.size
-    requests = [
-        HoodieRollbackRequest(
-            partition_path=p,
-            file_id="",
-            latest_base_instant="",
-            files_to_be_deleted=tuple(sorted(v)),
-            log_blocks_to_be_deleted={},
-        )
-        for p, v in sorted(deletes.items())
-    ]
-    requests.extend(
-        HoodieRollbackRequest(
-            partition_path=p,
-            file_id=fid,
-            latest_base_instant=base,
-            files_to_be_deleted=(),
-            log_blocks_to_be_deleted=dict(sorted(blocks.items())),
-        )
-        for (p, fid, base), blocks in sorted(appended.items())
-    )
+    requests = rollback_requests(deletes, appended, no_blocks={})
     for request in requests:  # a plan naming a relative path could only run in the folder it was made in
         for location in (*request.files_to_be_deleted, *(request.log_blocks_to_be_deleted or {})):
             check_plan_location(table.base_path, location, table=table.name)

@@ -26,10 +26,10 @@ from tableservice.hudi.models import (
     HoodieRollbackMetadata,
     HoodieRollbackPartitionMetadata,
     HoodieRollbackPlan,
-    HoodieRollbackRequest,
     encode_rollback_metadata,
     encode_rollback_plan,
 )
+from tableservice.hudi.models.rollback import rollback_requests
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.timeline.instant import Action, Instant, State
 
@@ -73,24 +73,7 @@ def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_tim
     if done is None:
         plan = HoodieRollbackPlan(
             instant_to_rollback=HoodieInstantInfo(commit_time=target_time, action=action.value),
-            RollbackRequests=(
-                *(
-                    HoodieRollbackRequest(
-                        partition_path=p, file_id="", latest_base_instant="", files_to_be_deleted=tuple(sorted(v))
-                    )
-                    for p, v in sorted(files.items())
-                ),
-                *(
-                    HoodieRollbackRequest(
-                        partition_path=p,
-                        file_id=fid,
-                        latest_base_instant=base,
-                        files_to_be_deleted=(),
-                        log_blocks_to_be_deleted=dict(sorted(logs.items())),
-                    )
-                    for (p, fid, base), logs in sorted(appended.items())
-                ),
-            ),
+            RollbackRequests=rollback_requests(files, appended, no_blocks=None),
             version=1,
         )
         done = table.active.create_requested(

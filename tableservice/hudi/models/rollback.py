@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 from pydantic import Field
@@ -28,6 +29,39 @@ class HoodieRollbackRequest(HudiModel):
     latest_base_instant: str | None = None
     files_to_be_deleted: tuple[str, ...] = ()
     log_blocks_to_be_deleted: dict[str, AvroLong] | None = None
+
+
+def rollback_requests(
+    deletes: Mapping[str, Iterable[str]],
+    appended: Mapping[tuple[str, str, str], Mapping[str, int]],
+    *,
+    no_blocks: dict[str, int] | None,
+) -> tuple[HoodieRollbackRequest, ...]:
+    """A rollback plan's requests: per partition the files to delete (`no_blocks` as their log blocks: `{}` in
+    the data table's plans, null in the metadata table's), then per (partition, file id, base instant) the log
+    files holding the instant's blocks (v6 MOR: rolled back by a command block), each with its size."""
+    return (
+        *(
+            HoodieRollbackRequest(
+                partition_path=p,
+                file_id="",
+                latest_base_instant="",
+                files_to_be_deleted=tuple(sorted(v)),
+                log_blocks_to_be_deleted=None if no_blocks is None else dict(no_blocks),
+            )
+            for p, v in sorted(deletes.items())
+        ),
+        *(
+            HoodieRollbackRequest(
+                partition_path=p,
+                file_id=fid,
+                latest_base_instant=base,
+                files_to_be_deleted=(),
+                log_blocks_to_be_deleted=dict(sorted(blocks.items())),
+            )
+            for (p, fid, base), blocks in sorted(appended.items())
+        ),
+    )
 
 
 class HoodieRollbackPlan(HudiModel):
