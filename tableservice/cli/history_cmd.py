@@ -8,10 +8,11 @@ import argparse
 import json
 import sys
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from tableservice.cli import status_cmd
-from tableservice.config import load_config
+from tableservice.config import DaemonConfig, load_config
 from tableservice.errors import ConfigError, HistoryError
 from tableservice.service.history import (
     DEFAULT_LIMIT,
@@ -58,21 +59,36 @@ def cmd_history(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     params = {"table": args.table, "since": args.since, "limit": str(args.limit)}
     query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+    document = ask(config, args, "/history", query, answer_query, listing="actions")
+    render(document, as_json=args.json)
+    return 0
+
+
+def ask(
+    config: DaemonConfig,
+    args: argparse.Namespace,
+    route: str,
+    query: str,
+    answer: Callable[[ActionHistory, str], tuple[int, dict[str, Any]]],
+    *,
+    listing: str,
+) -> dict[str, Any]:
+    """The running daemon's answer at `route?query`, or with `--offline` the same answer computed from its history
+    file; the document must hold a list under `listing`."""
     if args.offline:
         store = ActionHistory(history_path(config.service.history), read_only=True)
         try:
-            code, document = answer_query(store, query)
+            code, document = answer(store, query)
         finally:
             store.close()
         if code != 200:
             raise HistoryError(str(document.get("error")))
-    else:
-        url = status_cmd.daemon_url(config, args.url)
-        document = status_cmd.fetch_json(config, url, f"/history?{query}", offline="reads its history file instead")
-        if not isinstance(document, dict) or not isinstance(document.get("actions"), list):
-            raise ConfigError(f"the daemon at {url} sent a /history without an action list")
-    render(document, as_json=args.json)
-    return 0
+        return document
+    url = status_cmd.daemon_url(config, args.url)
+    fetched = status_cmd.fetch_json(config, url, f"{route}?{query}", offline="reads its history file instead")
+    if not isinstance(fetched, dict) or not isinstance(fetched.get(listing), list):
+        raise ConfigError(f"the daemon at {url} sent a {route} without a list of {listing}")
+    return fetched
 
 
 def render(document: dict[str, Any], *, as_json: bool) -> None:

@@ -11,10 +11,9 @@ import sys
 import urllib.parse
 from typing import Any
 
-from tableservice.cli import status_cmd
+from tableservice.cli import history_cmd
 from tableservice.config import load_config
-from tableservice.errors import ConfigError, HistoryError
-from tableservice.service.history import ActionHistory, history_path, parse_since
+from tableservice.service.history import parse_since
 from tableservice.service.ledger import REQUEST_KINDS, answer_report
 
 
@@ -40,19 +39,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     config = load_config(args.config)
     query = urllib.parse.urlencode({k: v for k, v in {"since": args.since, "table": args.table}.items() if v})
-    if args.offline:
-        store = ActionHistory(history_path(config.service.history), read_only=True)
-        try:
-            code, document = answer_report(store, query, config.service.cost)
-        finally:
-            store.close()
-        if code != 200:
-            raise HistoryError(str(document.get("error")))
-    else:
-        url = status_cmd.daemon_url(config, args.url)
-        document = status_cmd.fetch_json(config, url, f"/report?{query}", offline="sums its history file instead")
-        if not isinstance(document, dict) or not isinstance(document.get("tables"), list):
-            raise ConfigError(f"the daemon at {url} sent a /report without a table list")
+    document = history_cmd.ask(
+        config, args, "/report", query, lambda store, q: answer_report(store, q, config.service.cost), listing="tables"
+    )
     render(document, as_json=args.json)
     return 0
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from tableservice.errors import RestoreError, TableServiceError
 from tableservice.hudi.action.commit import Change, ChangeKind, LockFactory, commit
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
-from tableservice.hudi.file_group.rollback_blocks import append_rollback_block, has_blocks_of
+from tableservice.hudi.file_group.rollback_blocks import has_blocks_of, undo_writes
 from tableservice.hudi.metadata.initialize import initialize_metadata_table
 from tableservice.hudi.metadata.keys import is_secondary_index
 from tableservice.hudi.metadata.reader import metadata_table_path
@@ -46,7 +46,6 @@ from tableservice.hudi.models import (
     HoodieRestoreMetadata,
     HoodieRestorePlan,
     HoodieRollbackMetadata,
-    HoodieRollbackPartitionMetadata,
     HoodieRollbackPlan,
     decode_restore_plan,
     encode_restore_metadata,
@@ -56,7 +55,6 @@ from tableservice.hudi.models import (
 from tableservice.hudi.models.rollback import rollback_requests
 from tableservice.hudi.table import config as tc
 from tableservice.hudi.table.config import store_table_config
-from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import WRITE_ACTIONS, Action, Instant, State
@@ -282,27 +280,9 @@ def _rollback_instant(table: HudiTable, target: Instant) -> HoodieRollbackMetada
         rollback_time, Action.ROLLBACK, encode_rollback_plan(plan, table_version=version)
     )
     table.active.transition_to_inflight(requested)
-    partitions: dict[str, HoodieRollbackPartitionMetadata] = {}
-    for p, locations in sorted(deletes.items()):
-        for location in locations:
-            table.storage.delete(location)
-        partitions[p] = HoodieRollbackPartitionMetadata(
-            partition_path=p, success_delete_files=tuple(sorted(locations)), failed_delete_files=()
-        )
-    for (p, fid, base_instant), logs in sorted(appended.items()):
-        folder = partition_location(table.base_path, p)
-        written, size = append_rollback_block(table.storage, folder, fid, base_instant, rollback_time, t)
-        previous = partitions.get(p)
-        partitions[p] = HoodieRollbackPartitionMetadata(
-            partition_path=p,
-            success_delete_files=previous.success_delete_files if previous else (),
-            failed_delete_files=(),
-            rollback_log_files={**((previous.rollback_log_files or {}) if previous else {}), written: size},
-            log_files_from_failed_commit={
-                **((previous.log_files_from_failed_commit or {}) if previous else {}),
-                **logs,
-            },
-        )
+    partitions = undo_writes(
+        table.storage, table.base_path, deletes, appended, rollback_time=rollback_time, target_time=t
+    )
     delete_markers(table.storage, table.base_path, t)
     if target.is_completed:
         table.active.delete_completed(target)

@@ -7,6 +7,8 @@ that cannot append. Readers drop every block of the target wherever it sits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from tableservice.errors import TableServiceError
 from tableservice.hudi.file_group.filenames import LogFileName, parse_log_file_name
 from tableservice.hudi.file_group.log_format import (
@@ -17,6 +19,7 @@ from tableservice.hudi.file_group.log_format import (
     iter_log_blocks,
     rollback_header,
 )
+from tableservice.hudi.models.rollback import HoodieRollbackPartitionMetadata
 from tableservice.storage import FileInfo, Storage, join
 
 ROLLBACK_WRITE_TOKEN = "1-0-1"
@@ -54,3 +57,39 @@ def append_rollback_block(
     block = encode_command_block(rollback_header(rollback_time, target))
     append_log_blocks(storage, location, [block], create_only=True)
     return location, len(block)
+
+
+def undo_writes(
+    storage: Storage,
+    base_path: str,
+    deletes: Mapping[str, Sequence[str]],
+    appended: Mapping[tuple[str, str, str], Mapping[str, int]],
+    *,
+    rollback_time: str,
+    target_time: str,
+) -> dict[str, HoodieRollbackPartitionMetadata]:
+    """Carry out a rollback plan's requests (`rollback_requests`' inputs): delete the files per partition, append a
+    rollback command block to each slice whose log files hold the target's blocks; the rollback metadata's
+    partitions (deleted files, command-block log files with their sizes, the failed commit's log files)."""
+    partitions: dict[str, HoodieRollbackPartitionMetadata] = {}
+    for p, locations in sorted(deletes.items()):
+        for location in locations:
+            storage.delete(location)
+        partitions[p] = HoodieRollbackPartitionMetadata(
+            partition_path=p, success_delete_files=tuple(sorted(locations)), failed_delete_files=()
+        )
+    for (p, fid, base), logs in sorted(appended.items()):
+        folder = join(base_path, p) if p else base_path
+        written, size = append_rollback_block(storage, folder, fid, base, rollback_time, target_time)
+        previous = partitions.get(p)
+        partitions[p] = HoodieRollbackPartitionMetadata(
+            partition_path=p,
+            success_delete_files=previous.success_delete_files if previous else (),
+            failed_delete_files=(),
+            rollback_log_files={**((previous.rollback_log_files or {}) if previous else {}), written: size},
+            log_files_from_failed_commit={
+                **((previous.log_files_from_failed_commit or {}) if previous else {}),
+                **logs,
+            },
+        )
+    return partitions

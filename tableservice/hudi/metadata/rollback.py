@@ -17,20 +17,18 @@ from collections import defaultdict
 
 from tableservice.errors import UnsupportedTableError
 from tableservice.hudi.file_group.filenames import parse_base_file_name, parse_log_file_name
-from tableservice.hudi.file_group.rollback_blocks import append_rollback_block, has_blocks_of
+from tableservice.hudi.file_group.rollback_blocks import has_blocks_of, undo_writes
 from tableservice.hudi.metadata.compaction import COMPACTION_ACTIONS
 from tableservice.hudi.metadata.instants import uses_suffixes
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.models import (
     HoodieInstantInfo,
     HoodieRollbackMetadata,
-    HoodieRollbackPartitionMetadata,
     HoodieRollbackPlan,
     encode_rollback_metadata,
     encode_rollback_plan,
 )
 from tableservice.hudi.models.rollback import rollback_requests
-from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.timeline.instant import Action, Instant, State
 
 log = logging.getLogger(__name__)
@@ -80,29 +78,10 @@ def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_tim
             rollback_time, Action.ROLLBACK, encode_rollback_plan(plan, table_version=version)
         )
     inflight = done if done.state is State.INFLIGHT else table.active.transition_to_inflight(done)
-    deleted = 0
-    partitions = {}
-    for p, locations in sorted(files.items()):
-        for location in locations:
-            table.storage.delete(location)
-        deleted += len(locations)
-        partitions[p] = HoodieRollbackPartitionMetadata(
-            partition_path=p, success_delete_files=tuple(sorted(locations)), failed_delete_files=()
-        )
-    for (p, fid, base), logs in sorted(appended.items()):
-        folder = partition_location(table.base_path, p)
-        written, size = append_rollback_block(table.storage, folder, fid, base, rollback_time, target_time)
-        previous = partitions.get(p)
-        partitions[p] = HoodieRollbackPartitionMetadata(
-            partition_path=p,
-            success_delete_files=previous.success_delete_files if previous else (),
-            failed_delete_files=(),
-            rollback_log_files={**((previous.rollback_log_files or {}) if previous else {}), written: size},
-            log_files_from_failed_commit={
-                **((previous.log_files_from_failed_commit or {}) if previous else {}),
-                **logs,
-            },
-        )
+    partitions = undo_writes(
+        table.storage, table.base_path, files, appended, rollback_time=rollback_time, target_time=target_time
+    )
+    deleted = sum(len(locations) for locations in files.values())
     if target is not None:
         if target.is_completed:
             table.active.delete_completed(target)
