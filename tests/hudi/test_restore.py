@@ -37,6 +37,7 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload, WorkloadStep
 from tableservice.storage import Storage
 from tests.support.oracle import assert_same_rows, hudi_read
+from tests.support.restore_helpers import restore_killed_midway
 from tests.support.trip_tables import create_trip_table
 
 ST = Storage()
@@ -172,30 +173,15 @@ def test_interrupted_restore_is_finished_by_the_next_run(
     client.apply(steps[4])
     later = [i.requested_time for i in HudiTable.open(ST, path).reload().completed_writes() if i.requested_time > t]
 
-    from tableservice.hudi.action import restore as restore_module
-
-    real = restore_module._rollback_instant
-    calls = {"n": 0}
-
-    def dies_on_second(table: HudiTable, target: object) -> HoodieRollbackMetadata:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise OSError("killed mid-restore (injected)")
-        return real(table, target)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(restore_module, "_rollback_instant", dies_on_second)
-    with pytest.raises(OSError, match="injected"):
-        restore(HudiTable.open(ST, path), t)
-    monkeypatch.undo()
-    pending = HudiTable.open(ST, path).reload().pending_of(Action.RESTORE).instants
-    assert len(pending) == 1 and pending[0].state is State.INFLIGHT
+    pending = restore_killed_midway(path, t, monkeypatch)
+    assert pending.state is State.INFLIGHT
     # The newest instant is gone, the other one is still there.
     remaining = [i.requested_time for i in HudiTable.open(ST, path).reload().completed_writes()]
     assert max(later) not in remaining and min(later) in remaining
 
     result = resume_restore(HudiTable.open(ST, path))
 
-    assert result is not None and result.instant.requested_time == pending[0].requested_time
+    assert result is not None and result.instant.requested_time == pending.requested_time
     assert result.metadata.instants_to_rollback == (min(later),)  # what this run rolled back
     timeline = HudiTable.open(ST, path).reload()
     assert [i.requested_time for i in timeline if i.requested_time > t] == [result.instant.requested_time]

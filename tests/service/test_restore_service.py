@@ -7,13 +7,10 @@ from pathlib import Path
 import pytest
 
 from tableservice.executors.spark import SparkExecutor, SparkSettings
-from tableservice.hudi.action import restore as restore_module
-from tableservice.hudi.action.restore import restore
 from tableservice.hudi.action.savepoint import create_savepoint
-from tableservice.hudi.models import HoodieRollbackMetadata
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.timeline.instant import Action, Instant, State
+from tableservice.hudi.timeline.instant import Action, State
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
@@ -23,6 +20,7 @@ from tableservice.service.rollback import FailedWritesSettings
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
 from tests.support.oracle import assert_same_rows, hudi_read
+from tests.support.restore_helpers import restore_killed_midway
 from tests.support.trip_tables import create_trip_table
 
 ST = Storage()
@@ -41,21 +39,7 @@ def test_a_pass_finishes_a_pending_restore(tmp_path: Path, monkeypatch: pytest.M
     at_savepoint = hudi_read(path)
     for step in steps[2:]:
         client.apply(step)
-    real = restore_module._rollback_instant
-    calls = {"n": 0}
-
-    def dies_on_second(table: HudiTable, target: Instant) -> HoodieRollbackMetadata:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise OSError("killed mid-restore (injected)")
-        return real(table, target)
-
-    monkeypatch.setattr(restore_module, "_rollback_instant", dies_on_second)
-    with pytest.raises(OSError, match="injected"):
-        restore(HudiTable.open(ST, path), t)
-    monkeypatch.undo()
-    pending = HudiTable.open(ST, path).reload().pending_of(Action.RESTORE).instants
-    assert len(pending) == 1
+    pending = restore_killed_midway(path, t, monkeypatch)
 
     settings = TableSettings(
         uri=path,
@@ -65,12 +49,12 @@ def test_a_pass_finishes_a_pending_restore(tmp_path: Path, monkeypatch: pytest.M
     )
     worker = TableWorker(settings, ST, InProcessLockProvider(), SparkExecutor(SparkSettings()))
     worker.poll()
-    assert worker.pending("rollback") == [pending[0]]
+    assert worker.pending("rollback") == [pending]
     result = worker.run_pass()
 
     assert not result.failed
     timeline = HudiTable.open(ST, path).reload()
-    done = timeline.get(pending[0].requested_time, Action.RESTORE)
+    done = timeline.get(pending.requested_time, Action.RESTORE)
     assert done is not None and done.state is State.COMPLETED
     assert [i.requested_time for i in timeline if i.requested_time > t] == [done.requested_time]
     assert_same_rows(hudi_read(path), at_savepoint, "after the daemon finished the restore")

@@ -235,10 +235,7 @@ def _execute(table: HudiTable, instant: Instant, plan: HoodieRestorePlan) -> Res
     )
     for rb in table.reload().of_actions(Action.ROLLBACK):
         if rb.requested_time > savepoint_time:
-            if rb.is_completed:
-                table.active.delete_completed(rb)
-            else:
-                table.active.delete_pending(rb)
+            table.active.delete(rb)
     log.info(
         "restored to savepoint %s: %d instants rolled back",
         savepoint_time,
@@ -284,10 +281,7 @@ def _rollback_instant(table: HudiTable, target: Instant) -> HoodieRollbackMetada
         table.storage, table.base_path, deletes, appended, rollback_time=rollback_time, target_time=t
     )
     delete_markers(table.storage, table.base_path, t)
-    if target.is_completed:
-        table.active.delete_completed(target)
-    else:
-        table.active.delete_pending(target)
+    table.active.delete(target)
     log.info("restore: rolled back %s", target, extra={"table": table.label, "instant": rollback_time})
     return HoodieRollbackMetadata(
         start_rollback_time=rollback_time,

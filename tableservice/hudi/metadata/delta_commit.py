@@ -238,10 +238,7 @@ def _remove_earlier_attempt(mdt: MetadataTable, instant_time: str) -> Timeline:
                 by_version and has_blocks_of(table.storage, fi.location, instant_time, table=mdt.data.name)
             ):
                 table.storage.delete(fi.location)
-    if existing.is_completed:
-        table.active.delete_completed(existing)
-    else:
-        table.active.delete_pending(existing)
+    table.active.delete(existing)
     log.info(
         "metadata table: removed an earlier attempt's %s",
         existing,

@@ -83,10 +83,7 @@ def rollback_metadata_instant(mdt: MetadataTable, target_time: str, rollback_tim
     )
     deleted = sum(len(locations) for locations in files.values())
     if target is not None:
-        if target.is_completed:
-            table.active.delete_completed(target)
-        else:
-            table.active.delete_pending(target)
+        table.active.delete(target)
     metadata = HoodieRollbackMetadata(
         start_rollback_time=rollback_time,
         time_taken_in_millis=int((time.monotonic() - started) * 1000),

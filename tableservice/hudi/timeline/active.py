@@ -325,6 +325,13 @@ class ActiveTimeline:
         self.storage.delete(self.path_of(instant.with_state(State.INFLIGHT)))
         self.storage.delete(self.path_of(instant.with_state(State.REQUESTED)))
 
+    def delete(self, instant: Instant) -> None:
+        """Remove every file of `instant`, completed or pending."""
+        if instant.is_completed:
+            self.delete_completed(instant)
+        else:
+            self.delete_pending(instant)
+
     def delete_completed(self, instant: Instant) -> None:
         """Remove all files of a completed instant, newest first (used by restore and archival)."""
         for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):
