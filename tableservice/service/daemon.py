@@ -108,7 +108,6 @@ class Daemon:
         self.history = ActionHistory.from_settings(config.service.history, self.metrics)
         service = config.service
         self.priority = PriorityPolicy(
-            history=self.history,
             metrics=self.metrics,
             backoff=service.backoff,
             groups=service.groups,
@@ -407,7 +406,6 @@ class Daemon:
             if old_history is not None:
                 await anyio.to_thread.run_sync(old_history.close)
         self.priority.configure(
-            history=self.history,
             backoff=new.service.backoff,
             groups=new.service.groups,
             wait_budget=new.service.wait_budget_seconds,

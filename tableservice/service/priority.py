@@ -100,7 +100,7 @@ class TableSlo:
 
     def __init__(self) -> None:
         self._readings: tuple[TableSnapshot, list[SloReading]] | None = None
-        self._expected: dict[str, float] | None = None
+        self._expected: tuple[ActionHistory | None, dict[str, float]] | None = None  # by the history read
 
     def readings(
         self,
@@ -126,11 +126,12 @@ class TableSlo:
         return found
 
     def expected(self, history: ActionHistory | None, table: str) -> dict[str, float]:
-        if self._expected is None:
-            self._expected = expected_durations(history, table)
-        return self._expected
+        """Read again after a completed action, or from another history (a reload replaced it)."""
+        if self._expected is None or self._expected[0] is not history:
+            self._expected = (history, expected_durations(history, table))
+        return self._expected[1]
 
-    def action_ended(self) -> None:
+    def action_completed(self) -> None:
         self._expected = None
 
     def forget(self) -> None:
@@ -148,13 +149,11 @@ class PriorityPolicy:
     def __init__(
         self,
         *,
-        history: ActionHistory | None,
         metrics: Metrics | None,
         backoff: BackoffSettings,
         groups: dict[str, GroupSettings],
         wait_budget: float = DEFAULT_WAIT_BUDGET_SECONDS,
     ) -> None:
-        self.history = history
         self.metrics = metrics
         self.backoff = backoff
         self.groups = groups
@@ -164,12 +163,11 @@ class PriorityPolicy:
     def configure(
         self,
         *,
-        history: ActionHistory | None,
         backoff: BackoffSettings,
         groups: dict[str, GroupSettings],
         wait_budget: float = DEFAULT_WAIT_BUDGET_SECONDS,
     ) -> None:
-        self.history, self.backoff, self.groups, self.wait_budget = history, backoff, groups, wait_budget
+        self.backoff, self.groups, self.wait_budget = backoff, groups, wait_budget
 
     def group_limits(self) -> dict[str, int]:
         return {name: g.max_concurrent_actions for name, g in self.groups.items()}
@@ -214,10 +212,6 @@ class PriorityPolicy:
         since = waiting_since((i for instants in pending.values() for i in instants), tz, worker.found_due_at)
         work = DueWork(worker.label, readings, frozenset(working), oldest, since)
         return risk_key(work, worker.expected_durations(), now=now, budget=self.wait_budget)
-
-    def expected_durations(self, table: str) -> dict[str, float]:
-        """Per service: the mean duration of the table's last completed actions (history), when it has any."""
-        return expected_durations(self.history, table)
 
     # --- back-off on lock waits ------------------------------------------------------------------------------
 

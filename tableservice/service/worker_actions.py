@@ -127,7 +127,8 @@ class ActionGuard:
     def _remember(
         self, action: str, instant: str, started: float, outcome: ActionOutcome, done: object = None, error: str = ""
     ) -> None:
-        self._slo.action_ended()  # a new duration to average
+        if outcome is ActionOutcome.COMPLETED:
+            self._slo.action_completed()  # a new duration to average
         if self.history is not None:  # never raises: a history that cannot be written is a warning
             record = action_record(
                 self.label, action, instant, started, outcome, done, error or None, spark_seconds=self._spark_seconds

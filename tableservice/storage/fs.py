@@ -309,7 +309,7 @@ class Storage:
             count(RequestKind.PUT, 1 + retries(e.response))
             code = e.response.get("Error", {}).get("Code", "")
             if code in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
-                retried = int(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0) > 0
+                retried = retries(e.response) > 0
                 if retried and self._holds(client, bucket, key, data):
                     # botocore retried after a lost response: the object that exists is our own first attempt
                     return

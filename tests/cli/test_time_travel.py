@@ -345,7 +345,8 @@ def test_incremental_reads_refuse_archived_starts_and_cleaned_ranges(
     code, rows_before, err = _run(capsys, path, out, "--start", writes[-2])
     assert code == 0 and rows_before is not None and rows_before.num_rows > 0, err
     policy = ArchivalPolicy.from_mapping({"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"})
-    assert archive(HudiTable.open(Storage(), path), policy)
+    archived = {i.requested_time for i in archive(HudiTable.open(Storage(), path), policy)}
+    assert archived and archived == set(writes) - set(_writes(path))
     start = _writes(path)[0]
     assert writes[-2] >= start  # the read below stays inside the active timeline
     code, _, err = _run(capsys, path, out, "--start", writes[0], "--end", writes[-1])

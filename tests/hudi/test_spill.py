@@ -4,6 +4,7 @@ same rows as the unbounded merge; spill files never outlive the merge."""
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -213,7 +214,7 @@ def test_budget_follows_hudis_spillable_map_rules() -> None:
 
 def test_spill_directories_and_frames(tmp_path: Path) -> None:
     assert spill_directories({"SPARK_LOCAL_DIRS": " /a, /b ,"}) == ("/a", "/b")
-    assert spill_directories({}) != ()
+    assert spill_directories({}) == (tempfile.gettempdir(),)
     path = tmp_path / "run"
     one = pa.table({"a": [1, 2]})
     two = pa.table({"b": ["x"]})
@@ -235,3 +236,19 @@ def test_key_buckets_depend_on_the_key_only() -> None:
     counts = np.bincount(whole, minlength=16)
     assert counts.min() > 200 and counts.max() < 450  # spread evenly (5003 keys over 16 buckets)
     assert set(key_buckets(pa.array(keys), 1).tolist()) == {0}
+
+
+def test_bucket_count_stays_under_the_open_file_limit() -> None:
+    """A bucketed merge holds one file per bucket open: at most a quarter of the open-file limit."""
+    import resource
+
+    from tableservice.hudi.file_group.spill_merge import MAX_BUCKETS, max_buckets
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+        assert max_buckets() == 256
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1_000_000), hard))
+        assert max_buckets() == min(MAX_BUCKETS, min(hard, 1_000_000) // 4)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

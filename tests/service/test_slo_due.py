@@ -127,7 +127,7 @@ def test_a_table_waiting_past_its_budget_goes_before_a_targeted_table_with_time_
     untargeted = _worker(loose, _settings(loose, slo=SloTargets(), compaction=due_now))
     targets = SloTargets(max_uncompacted_log_age_seconds=1200)
     targeted = _worker(tight, _settings(tight, slo=targets, compaction=due_now))
-    policy = PriorityPolicy(history=None, metrics=None, backoff=BackoffSettings(), groups={}, wait_budget=1800)
+    policy = PriorityPolicy(metrics=None, backoff=BackoffSettings(), groups={}, wait_budget=1800)
     keys = {}
     for worker in (untargeted, targeted):
         worker.poll()
@@ -152,7 +152,7 @@ def test_a_lock_timeout_backs_the_table_off_like_a_long_wait(tmp_path: Path) -> 
     worker = _worker(path, settings)
     # The threshold is far above the lock timeout: only the timeout itself can trigger the back-off.
     backoff = BackoffSettings(lock_wait_seconds=30, initial_delay_seconds=10, max_delay_seconds=40)
-    policy = PriorityPolicy(history=None, metrics=None, backoff=backoff, groups={})
+    policy = PriorityPolicy(metrics=None, backoff=backoff, groups={})
     lock = InProcessLockProvider().table_lock("t", HudiTable.open(Storage(), path).base_path)
     handle = lock.acquire(1.0)  # a writer holds the table lock through the pass
     try:

@@ -24,6 +24,7 @@ Peak memory ≈ the working share × PEAK_FACTOR + one base batch + one frame pe
 from __future__ import annotations
 
 import math
+import resource
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -50,6 +51,16 @@ from tableservice.hudi.table.fs_view import FileSlice
 
 PEAK_FACTOR = 4  # peak memory of folding log rows, as a multiple of their Arrow size
 MAX_BUCKETS = 4096
+
+
+def max_buckets() -> int:
+    """At most MAX_BUCKETS, and a quarter of the process's open-file limit: a bucketed merge keeps one file per
+    bucket open at once (1024 is a common executor limit)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = soft if soft != resource.RLIM_INFINITY else MAX_BUCKETS * 4
+    return max(2, min(MAX_BUCKETS, limit // 4))
+
+
 SEQ = "__spill_seq"  # position of a log row in the slice's log
 ORD = "__spill_ord"  # output position: base position, or base rows + first log position of an insert
 _KIND = "tableservice.spill.kind"
@@ -91,7 +102,7 @@ def read_slice_bounded(
         consumed += size
         if held_bytes > working:
             estimate = held_bytes * total_block_bytes / max(1, consumed)
-            buckets = min(MAX_BUCKETS, 1 << max(1, math.ceil(math.log2(1.5 * estimate / working))))
+            buckets = min(max_buckets(), 1 << max(1, math.ceil(math.log2(1.5 * estimate / working))))
             yield from _grace_merge(reader, slice_, columns, held, chunks, seq, buckets)
             return
     delta = DeltaRecords(reader.merge_config, schema=reader.schema)
