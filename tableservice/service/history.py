@@ -35,6 +35,7 @@ from tableservice.service.protocol import Outcome
 __all__ = [
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "SUMMED_COLUMNS",
     "ActionHistory",
     "ActionOutcome",
     "ActionRecord",
@@ -295,7 +296,7 @@ class ActionHistory:
         """Per table and action, over the actions that ended at or after `since`: how many (`actions`, `completed`,
         `failed`: failed or held back) and the sum of every count and cost column. HistoryError when unreadable."""
         where, args = _where(table, since)
-        sums = [c for c in _COLUMNS if c in _SUMMED]
+        sums = [c for c in _COLUMNS if c in SUMMED_COLUMNS]
 
         def sql() -> str:
             inner = f"({self._select_sql}{where}) AS a"
@@ -342,7 +343,7 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-_SUMMED = {
+SUMMED_COLUMNS = {
     f.name for f in fields(ActionRecord) if f.type in ("int", "float") and f.name not in {"id", "started", "ended"}
 }
 

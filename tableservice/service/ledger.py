@@ -14,31 +14,12 @@ from typing import Any
 from tableservice.config import CostSettings
 from tableservice.config.cost import REQUEST_KINDS
 from tableservice.errors import HistoryError
-from tableservice.service.history import ActionHistory, iso_time, parse_query
+from tableservice.service.history import SUMMED_COLUMNS, ActionHistory, iso_time, parse_query
 
 __all__ = ["REQUEST_KINDS", "answer_report", "ledger"]
 
-_SUMMED = (
-    "actions",
-    "completed",
-    "failed",
-    "spark_seconds",
-    "executor_seconds",
-    "records_read",
-    "records_written",
-    "bytes_read",
-    "bytes_written",
-    "files_deleted",
-    "bytes_deleted",
-    "instants_archived",
-    "failed_writes_rolled_back",
-    "log_files_removed",
-    "log_bytes_removed",
-    "file_groups_before",
-    "file_groups_after",
-    "files_before",
-    "files_after",
-)
+# `ActionHistory.totals` gives the counts of actions and the sum of every numeric column; requests are grouped below.
+_SUMMED = ("actions", "completed", "failed", *sorted(c for c in SUMMED_COLUMNS if not c.startswith("requests_")))
 
 
 def _entry(totals: dict[str, Any], prices: CostSettings) -> dict[str, Any]:
