@@ -133,21 +133,6 @@ class TableWorker(DueDecisions, ActionGuard):
 
     def _context(self, table: HudiTable) -> TableContext:
         lock = self.locks.table_lock(table.name, table.base_path)
-        waits = self.lock_waits
-        hooks = ActionHooks(lock_waited=waits.add, lock_timed_out=waits.add_timeout, spark_job=self._spark_job_ran)
-        if self.metrics is not None:
-            m, name, provider = self.metrics, self.label, self.locks.name
-
-            def waited(seconds: float) -> None:
-                waits.add(seconds)
-                m.observe_lock_wait(name, provider, seconds)
-
-            hooks = ActionHooks(
-                lock_waited=waited,
-                lock_timed_out=waits.add_timeout,
-                lock_held=lambda s: m.observe_lock_hold(name, provider, s),
-                spark_job=self._spark_job_ran,
-            )
         return TableContext(
             table=table,
             lock=lock,
@@ -155,8 +140,22 @@ class TableWorker(DueDecisions, ActionGuard):
             lock_timeout_s=self.settings.lock_timeout_s,
             heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
             storage_options=self.storage_options,
-            hooks=hooks,
+            hooks=ActionHooks(
+                lock_waited=self._lock_waited,
+                lock_timed_out=self.lock_waits.add_timeout,
+                lock_held=self._lock_held,
+                spark_job=self._spark_job_ran,
+            ),
         )
+
+    def _lock_waited(self, seconds: float) -> None:
+        self.lock_waits.add(seconds)  # the daemon's back-off reads them
+        if self.metrics is not None:
+            self.metrics.observe_lock_wait(self.label, self.locks.name, seconds)
+
+    def _lock_held(self, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_lock_hold(self.label, self.locks.name, seconds)
 
     def _spark_job_ran(self, action: str, seconds: float) -> None:
         """An action's Spark job ended: its metric, and the seconds the action's history record adds up."""
