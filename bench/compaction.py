@@ -5,7 +5,10 @@ Usage: python bench/compaction.py [--records 2000000] [--file-groups 16] [--comm
 
 The table: non-partitioned MOR (table version 9), Parquet log blocks (so that the bare pipeline can read them
 with pyarrow alone), `--records` rows in `--file-groups` base files, five delta commits of 20% updates.
-Nothing is committed: every variant writes its own new base files, which are deleted afterwards.
+Nothing is committed: every variant writes its own new base files, which are deleted afterwards. Each Spark
+session (started and warmed up outside the measurement, as the daemon's is) runs the job `--repeats` times, and the
+bare pipeline runs just before each job, so both see the same machine; the ratios compare medians, and the first
+job of each session is printed as well.
 Aims: local[1] at least 0.85x the bare pipeline's throughput; local[2] at least 1.9x local[1].
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -52,20 +56,29 @@ def cleanup(path: Path, instant: str) -> None:
         shutil.rmtree(temp)
 
 
-def spark_run(path: Path, master: str, instant: str) -> tuple[float, int, int]:
+def spark_runs(
+    path: Path, master: str, instant: str, repeats: int, between: Callable[[], None]
+) -> tuple[list[float], int, int]:
+    """The compaction job `repeats` times in one warm session (as the daemon's session is), with `between` run
+    before each job (the bare pipeline, so that both sides see the same machine load); the seconds of each job."""
     executor = SparkExecutor(
         SparkSettings(master=master, conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"})
     )
     executor.start()
+    times: list[float] = []
+    rows = 0
     try:
         executor.warm_up()  # JVM and Python workers started, outside the measurement (the daemon's are warm)
         table = HudiTable.open(Storage(), str(path))
-        tasks = tasks_for(table, instant, "0-0-0")
-        started = time.perf_counter()
-        stats = executor.run_tasks(tasks, tag=f"bench-{master}", description="bench").stats
-        seconds = time.perf_counter() - started
-        rows = sum(s.num_writes or 0 for s in stats)
-        return seconds, rows, executor.last_peak_rss_kb
+        for _ in range(repeats):
+            between()
+            tasks = tasks_for(table, instant, "0-0-0")
+            started = time.perf_counter()
+            stats = executor.run_tasks(tasks, tag=f"bench-{master}", description="bench").stats
+            times.append(time.perf_counter() - started)
+            rows = sum(s.num_writes or 0 for s in stats)
+            cleanup(path, instant)
+        return times, rows, executor.last_peak_rss_kb
     finally:
         executor.stop()
         cleanup(path, instant)
@@ -127,15 +140,22 @@ def hudi_rs_run(path: Path, instant: str) -> tuple[float, int]:
     return seconds, rows
 
 
+def _line(name: str, rows: int, seconds: list[float]) -> str:
+    each = " ".join(f"{x:.2f}" for x in seconds)
+    mid = statistics.median(seconds)
+    return f"{name:32s} {rows:>10,d} rows  median {mid:6.2f} s {rows / mid:>10,.0f} rows/s  (runs: {each})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--file-groups", type=int, default=16)
     parser.add_argument("--commits", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=3, help="jobs per Spark session (medians are compared)")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     path = bench_dir(f"compaction-{args.records}-{args.file_groups}-{args.commits}")
-    print(f"table: {path}", flush=True)
+    print(f"table: {path}; load average {os.getloadavg()[0]:.1f}", flush=True)
     standard_mor_table(
         path,
         records=args.records,
@@ -145,33 +165,38 @@ def main() -> int:
         log_block="parquet",
     )
     instant = "29991231235959999"
-    results: dict[str, tuple[float, int]] = {}
-    runners: list[tuple[str, Callable[[Path, str], tuple[float, int]]]] = [
-        ("bare pyarrow pipeline", bare_run),
-        ("hudi-rs read + pyarrow write", hudi_rs_run),
-    ]
-    for name, fn in runners:
-        seconds, rows = fn(path, instant)
-        results[name] = (seconds, rows)
-        print(f"{name:32s} {rows:>10,d} rows {seconds:7.2f} s {rows / seconds:>12,.0f} rows/s", flush=True)
+    rs_seconds, rs_rows = hudi_rs_run(path, instant)
+    print(_line("hudi-rs read + pyarrow write", rs_rows, [rs_seconds]), flush=True)
+    bare: list[float] = []
+    bare_rows: set[int] = set()
+
+    def one_bare() -> None:
+        seconds, n = bare_run(path, instant)
+        bare.append(seconds)
+        bare_rows.add(n)
+
+    spark: dict[str, tuple[list[float], int]] = {}
     for master in ("local[1]", "local[2]"):
-        seconds, rows, peak = spark_run(path, master, instant)
-        results[f"tableservice spark {master}"] = (seconds, rows)
+        times, rows, peak = spark_runs(path, master, instant, args.repeats, one_bare)
+        spark[master] = (times, rows)
         print(
-            f"{'tableservice spark ' + master:32s} {rows:>10,d} rows {seconds:7.2f} s "
-            f"{rows / seconds:>12,.0f} rows/s  peak python worker RSS {peak / 1024:.0f} MiB",
+            _line(f"tableservice spark {master}", rows, times) + f"  peak python worker RSS {peak / 1024:.0f} MiB",
             flush=True,
         )
-    bare = results["bare pyarrow pipeline"][0]
-    one = results["tableservice spark local[1]"][0]
-    two = results["tableservice spark local[2]"][0]
-    rs = results["hudi-rs read + pyarrow write"][0]
-    print(f"throughput local[1] / bare pipeline: {bare / one:.2f} (aim >= 0.85)")
-    print(f"throughput local[2] / local[1]: {one / two:.2f} (aim >= 1.9)")
-    print(f"throughput local[1] / hudi-rs read + write: {rs / one:.2f}")
+    print(_line("bare pyarrow pipeline", next(iter(bare_rows)), bare), flush=True)
+    one = statistics.median(spark["local[1]"][0])
+    two = statistics.median(spark["local[2]"][0])
+    print(f"throughput local[1] / bare pipeline (medians): {statistics.median(bare) / one:.2f} (aim >= 0.85)")
+    print(f"throughput local[2] / local[1] (medians): {one / two:.2f} (aim >= 1.9)")
+    print(f"throughput local[1] / hudi-rs read + write: {rs_seconds / one:.2f}")
+    print(
+        f"first jobs of their sessions: local[1] / bare {bare[0] / spark['local[1]'][0][0]:.2f}, "
+        f"local[2] / local[1] {spark['local[1]'][0][0] / spark['local[2]'][0][0]:.2f}"
+    )
     print(f"peak RSS of the driver process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
-    counts = {rows for _, rows in results.values()}
+    counts = bare_rows | {rs_rows} | {rows for _, rows in spark.values()}
     print(f"row counts agree: {len(counts) == 1} ({sorted(counts)})")
+    print(f"load average at the end {os.getloadavg()[0]:.1f} (2 cores: above 2 the figures are not comparable)")
     return 0
 
 

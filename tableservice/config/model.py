@@ -232,6 +232,8 @@ class StorageSettings(_Section):
 
     endpoint_url: str | None = Field(default=None, min_length=1)
     region: str | None = Field(default=None, min_length=1)
+    connect_timeout_seconds: float = Field(default=5.0, gt=0, le=300)
+    request_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     def options(self, env: Mapping[str, str] | None = None) -> StorageOptions:
         """Options for `tableservice.storage.Storage`: these values, else AWS_ENDPOINT_URL(_S3) / AWS_REGION."""
@@ -239,6 +241,8 @@ class StorageSettings(_Section):
         return StorageOptions(
             endpoint_url=self.endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
             region=self.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+            connect_timeout_s=self.connect_timeout_seconds,
+            request_timeout_s=self.request_timeout_seconds,
         )
 
 

@@ -62,11 +62,22 @@ class StorageOptions:
     access_key_id: str | None = None
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
+    # A connection that does not open within `connect_timeout_s`, or a request whose reply stalls for
+    # `request_timeout_s`, fails (retried by the client, then a retryable StorageError) instead of holding a worker.
+    connect_timeout_s: float = 5.0
+    request_timeout_s: float = 30.0
 
-    def shareable(self) -> dict[str, str]:
+    def shareable(self) -> dict[str, str | float]:
         """The settings that may travel with work shipped to other processes (Spark tasks): never credentials;
         those processes take them from their own environment (the usual AWS sources), as Spark's S3A does."""
-        return {k: v for k, v in (("endpoint_url", self.endpoint_url), ("region", self.region)) if v}
+        out: dict[str, str | float] = {
+            k: v for k, v in (("endpoint_url", self.endpoint_url), ("region", self.region)) if v
+        }
+        default = StorageOptions()
+        for key in ("connect_timeout_s", "request_timeout_s"):
+            if getattr(self, key) != getattr(default, key):
+                out[key] = getattr(self, key)
+        return out
 
     @classmethod
     def from_env(cls) -> StorageOptions:
@@ -156,6 +167,8 @@ class Storage:
             kwargs["allow_delayed_open"] = True
             if o.region:
                 kwargs["region"] = o.region
+            kwargs["connect_timeout"] = o.connect_timeout_s
+            kwargs["request_timeout"] = o.request_timeout_s
             if o.access_key_id and o.secret_access_key:
                 kwargs["access_key"] = o.access_key_id
                 kwargs["secret_key"] = o.secret_access_key
@@ -173,7 +186,10 @@ class Storage:
 
             self._boto = boto3.client(
                 "s3",
-                config=Config(max_pool_connections=64),  # the daemon's worker threads share one client
+                # The daemon's worker threads share one client.
+                config=Config(
+                    max_pool_connections=64, connect_timeout=o.connect_timeout_s, read_timeout=o.request_timeout_s
+                ),
                 endpoint_url=o.endpoint_url,
                 region_name=o.region,
                 aws_access_key_id=o.access_key_id,

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,50 @@ def test_a_retried_conditional_put_whose_first_attempt_landed_succeeds(
         with pytest.raises(AlreadyExistsError):
             faulty.create_if_absent(other, b"ours")
     assert storage.read_bytes(other) == b"theirs"
+
+
+@pytest.mark.moto
+@pytest.mark.parametrize("operation", ["read", "list", "write"])
+def test_a_stalled_s3_reply_fails_within_the_request_timeout(
+    operation: str, s3_bucket: tuple[Storage, str], moto: MotoServer
+) -> None:
+    """An S3 endpoint that accepts the request and then sends nothing: with `request_timeout_s` of 1 s each
+    attempt gives up after about a second, and the operation ends in a retryable StorageError naming the file
+    (before, botocore waited 60 s per attempt and held the worker thread for minutes)."""
+    storage, root = s3_bucket
+    target = join(root, "stalled", "file.bin")
+    storage.write_bytes(target, b"before")
+    hold = 45.0
+    with FaultProxy(moto.endpoint_url) as proxy:
+        options = dataclasses.replace(
+            storage.options, endpoint_url=proxy.endpoint_url, request_timeout_s=1.0, connect_timeout_s=1.0
+        )
+        faulty = Storage(options)
+        assert faulty.read_bytes(target) == b"before"  # connected and signed before the fault
+        proxy.arm(FaultPlan("timeout", hold=hold))
+        started = time.monotonic()
+        with pytest.raises(StorageError) as caught:
+            if operation == "read":
+                faulty.read_bytes(target)
+            elif operation == "list":
+                faulty.list(join(root, "stalled"))
+            else:
+                faulty.write_bytes(target, b"after")
+        took = time.monotonic() - started
+        assert proxy.injected >= 1
+    assert caught.value.retryable is True
+    assert caught.value.path in (target, join(root, "stalled"))
+    assert took < hold / 2, f"{operation} waited {took:.1f}s for a reply the server held {hold}s"
+    assert storage.read_bytes(target) == b"before"
+
+
+def test_timeouts_travel_to_spark_tasks_and_back() -> None:
+    """The timeouts are not secrets: Spark tasks get them with the endpoint and region (defaults are not sent)."""
+    from tableservice.storage import StorageOptions
+
+    options = StorageOptions(endpoint_url="http://127.0.0.1:1", region="eu-west-1", request_timeout_s=7.5)
+    shared = options.shareable()
+    assert shared == {"endpoint_url": "http://127.0.0.1:1", "region": "eu-west-1", "request_timeout_s": 7.5}
+    again = StorageOptions(**shared)  # type: ignore[arg-type]
+    assert (again.request_timeout_s, again.connect_timeout_s) == (7.5, StorageOptions().connect_timeout_s)
+    assert StorageOptions(access_key_id="k", secret_access_key="s").shareable() == {}
