@@ -181,13 +181,13 @@ class _BreakerHandler(BaseHTTPRequestHandler):
         resp = conn.getresponse()
         body = resp.read()
         conn.close()
+        self.server.answered.append(self.path)  # before the answer leaves: the client may look at once
         self.send_response(resp.status)
         self.send_header("Content-Type", resp.getheader("Content-Type", "application/xml"))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
         self.wfile.flush()
-        self.server.answered.append(self.path)
         self._served = True
         if self.server.mode == "close":
             self.close_connection = True
