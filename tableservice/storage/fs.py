@@ -17,8 +17,9 @@ operator), so the daemon backs off and, if it persists, quarantines the table af
 Object-store requests are counted by kind where they are made (`tableservice.storage.requests`). On S3 each call
 makes a known number of requests: `read_bytes` one GET and `write_bytes` one PUT (no HEAD first); `open_input_file`
 with the `size` a listing gave one ranged GET per read (without it a HEAD first); `list` one LIST per page of 1,000
-entries; `info` one HEAD (and a LIST when no object has that key: it may be a folder); `delete` one DELETE;
-`delete_dir` a LIST per page and a batch-delete POST per 1,000 keys; `open_output_stream` one PUT for a file of up to
+entries (on S3 through `s3_list`, our own ListObjectsV2 client, unless the options say `list_client="pyarrow"`);
+`info` one HEAD (and a LIST when no object has that key: it may be a folder); `delete` one DELETE; `delete_dir` a
+LIST per page and a batch-delete POST per 1,000 keys; `open_output_stream` one PUT for a file of up to
 `MULTIPART_PART_SIZE`, else a multipart upload.
 """
 

@@ -6,7 +6,7 @@ pyarrow's client spends about a millisecond of CPU on each; this one a fraction 
   (`bucket.s3.region.amazonaws.com`). HTTPS with the default SSL context unless the endpoint says `http://`.
 - Signing: SigV4 (`s3_sign`), credentials from the options or botocore's default chain, `x-amz-security-token`
   with a session token.
-- Connections: a small pool per host, shared by threads. A kept-alive connection the server closed meanwhile is
+- Connections (`s3_http`): a small pool per host, shared by threads. A kept-alive connection the server closed meanwhile is
   left behind before use when its close is already visible, else reopened once when a request on it finds no
   answer (neither counts as a request: the server never saw one).
 - Retries: up to `ATTEMPTS` attempts for a 5xx, a throttling answer, a timeout or a connection failure; every
@@ -125,7 +125,6 @@ class S3Lister:
             attempt += 1
             creds = self._credentials.current()
             if creds is None:
-                count(RequestKind.LIST)  # as the pyarrow path counts a failed listing
                 raise StorageError("listing failed: no AWS credentials found", path=location)
             headers = self._signer.headers(creds, host, path, query)
             request = "".join([f"GET {target} HTTP/1.1\r\n", *(f"{k}: {v}\r\n" for k, v in headers.items()), "\r\n"])
