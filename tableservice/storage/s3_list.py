@@ -6,9 +6,9 @@ pyarrow's client spends about a millisecond of CPU on each; this one a fraction 
   (`bucket.s3.region.amazonaws.com`). HTTPS with the default SSL context unless the endpoint says `http://`.
 - Signing: SigV4 (`s3_sign`), credentials from the options or botocore's default chain, `x-amz-security-token`
   with a session token.
-- Connections (`s3_http`): a small pool per host, shared by threads. A kept-alive connection the server closed meanwhile is
-  left behind before use when its close is already visible, else reopened once when a request on it finds no
-  answer (neither counts as a request: the server never saw one).
+- Connections (`s3_http`): a small pool per host, shared by threads. A kept-alive connection the server closed
+  meanwhile is left behind before use when its close is already visible, else reopened once when a request on it
+  finds no answer (neither counts as a request: the server never saw one).
 - Retries: up to `ATTEMPTS` attempts for a 5xx, a throttling answer, a timeout or a connection failure; every
   attempt that reached the server is counted (`count(RequestKind.LIST)`), so the counts match the server's.
 - The entries are pyarrow's (`FileSystem.get_file_info(FileSelector)` on S3) in the same order with the same values:
