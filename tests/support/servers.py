@@ -40,11 +40,12 @@ class MotoServer:
 
 
 @contextmanager
-def moto_server() -> Iterator[MotoServer]:
+def moto_server(extra_env: dict[str, str] | None = None) -> Iterator[MotoServer]:
     """moto in server mode on 127.0.0.1 (S3 and DynamoDB share one endpoint), each request atomic (see
-    `moto_serial.py`)."""
+    `moto_serial.py`). `extra_env`: moto's settings (`INITIAL_NO_AUTH_ACTION_COUNT`: requests are authenticated,
+    their signatures checked, after that many)."""
     port = free_port()
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", **(extra_env or {}))
     launcher = str(Path(__file__).with_name("moto_serial.py"))
     proc = subprocess.Popen(
         [sys.executable, launcher, "127.0.0.1", str(port)],
