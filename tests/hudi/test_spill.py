@@ -22,6 +22,7 @@ from tableservice.hudi.file_group.records_read import counting_records
 from tableservice.hudi.file_group.spill import (
     DEFAULT_MAX_MEMORY,
     MIN_MEMORY,
+    SpillStats,
     compaction_memory_budget,
     key_buckets,
     read_frames,
@@ -138,6 +139,10 @@ def test_tiny_budget_writes_the_rows_of_the_unbounded_merge(
         assert bounded_count.records == unbounded_count.records == base_rows + plain.last_stats.log_records
         assert plain.last_stats.log_records == reader.last_stats.log_records > 0
         assert reader.last_spill.buckets > 1 and reader.last_spill.spilled_bytes > 0
+        assert plain.last_spill == SpillStats()
+        if file_slice.base_file is not None:  # the figures are the last read's: a slice without logs spills nothing
+            list(reader.read_slice(replace(file_slice, log_files=())))
+            assert reader.last_spill == SpillStats()
         assert _by_key(merged.drop_columns(["_hoodie_file_name"])) == _by_key(got)
         if file_slice.base_file is not None:
             # base rows keep the base file's order; the log's inserts (none here) would follow

@@ -46,6 +46,27 @@ COMMIT_TIME = "_hoodie_commit_time"
 DEFAULT_BATCH_ROWS = 131_072
 
 
+ORDERING = "ordering_value"  # the column of a decoded delete block holding each deleted key's ordering value
+
+
+@dataclass
+class DecodedBlock:
+    """One visible log block decoded: data rows, or the deleted keys (`RECORD_KEY`) with their ordering values
+    (`ORDERING`); its size in the log file."""
+
+    table: pa.Table
+    deletes: bool
+    partial: bool
+    size: int
+    seq: int = 0  # log position of its first row (the bounded-memory merge numbers them)
+
+    def add_to(self, delta: DeltaRecords) -> None:
+        if self.deletes:
+            delta.add_deletes(self.table.column(RECORD_KEY), self.table.column(ORDERING))
+        else:
+            delta.add_data(self.table, partial=self.partial)
+
+
 @dataclass
 class ScanStats:
     """What a slice's log scan met (reported in write stats and metrics)."""
@@ -200,26 +221,34 @@ class FileGroupReader:
         self.last_stats = scan.stats
         self.last_stats.log_bytes = slice_.log_size
         delta = DeltaRecords(self.merge_config, schema=self.schema)
+        for block in self.decoded_blocks(scan.blocks):
+            block.add_to(delta)
+        return delta
+
+    def decoded_blocks(self, blocks: Sequence[LogBlock]) -> Iterator[DecodedBlock]:
+        """The visible blocks of a scan decoded, in log order (the in-memory and the bounded-memory merge both read
+        the log through this); their records are counted in `last_stats` and as records read."""
         ordering = self.merge_config.ordering_fields
         ordering_type = (
             self.schema.field(ordering[0]).type if len(ordering) == 1 and ordering[0] in self.schema.names else None
         )
-        for block in scan.blocks:
+        for block in blocks:
             try:
                 if block.block_type is BlockType.DELETE:
                     deletes = decode_delete_block(block, self.storage, table=self.table_name)
-                    self.last_stats.log_records += deletes.num_rows
-                    note_records_read(deletes.num_rows)
-                    delta.add_deletes(deletes.column("record_key"), _ordering_values(deletes, ordering_type))
+                    rows = pa.table(
+                        {RECORD_KEY: deletes.column("record_key"), ORDERING: _ordering_values(deletes, ordering_type)}
+                    )
+                    decoded = DecodedBlock(rows, deletes=True, partial=False, size=block.size)
                 else:
                     data = decode_data_block(block, self.storage, table=self.table_name)
-                    self.last_stats.log_records += data.num_rows
-                    note_records_read(data.num_rows)
                     partial = block.header.get(HeaderKey.IS_PARTIAL, "").lower() == "true"
-                    delta.add_data(data, partial=partial)
+                    decoded = DecodedBlock(data, deletes=False, partial=partial, size=block.size)
             except TableServiceError as e:
                 raise e.with_context(table=self.table_name, path=block.location) from e
-        return delta
+            self.last_stats.log_records += decoded.table.num_rows
+            note_records_read(decoded.table.num_rows)
+            yield decoded
 
     def iter_base(self, base: BaseFile, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         try:
@@ -240,6 +269,7 @@ class FileGroupReader:
     def read_slice(self, slice_: FileSlice, columns: Sequence[str] | None = None) -> Generator[pa.Table, None, None]:
         """Merged rows of one slice, as tables of at most about `batch_rows` rows, in the read schema."""
         target = self.schema
+        self.last_spill = SpillStats()  # set again by a bounded-memory merge that spills
         if not slice_.log_files:
             self.last_stats = ScanStats()
             if slice_.base_file is not None:

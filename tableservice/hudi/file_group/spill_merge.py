@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import resource
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
@@ -34,18 +33,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tableservice.errors import TableServiceError
-from tableservice.hudi.file_group.log_format import (
-    BlockType,
-    HeaderKey,
-    LogBlock,
-    decode_data_block,
-    decode_delete_block,
-)
 from tableservice.hudi.file_group.merge import DeltaRecords, merge_base_batch, remaining_inserts
 from tableservice.hudi.file_group.merge_core import RECORD_KEY, to_numpy_int
-from tableservice.hudi.file_group.reader import FileGroupReader, _align, _ordering_values, scan_log_blocks
-from tableservice.hudi.file_group.records_read import note_records_read
+from tableservice.hudi.file_group.reader import DecodedBlock, FileGroupReader, _align, scan_log_blocks
 from tableservice.hudi.file_group.spill import SpillSpace, SpillStats, key_buckets, read_frames, write_frame
 from tableservice.hudi.table.fs_view import FileSlice
 
@@ -67,16 +57,6 @@ _KIND = "tableservice.spill.kind"
 _PARTIAL = "tableservice.spill.partial"
 
 
-@dataclass
-class _Chunk:
-    """The rows of one decoded log block: data rows, or delete keys with their ordering values."""
-
-    table: pa.Table
-    deletes: bool
-    partial: bool
-    seq: int = 0  # log position of the first row
-
-
 def read_slice_bounded(
     reader: FileGroupReader, slice_: FileSlice, columns: Sequence[str] | None, budget: int
 ) -> Iterator[pa.Table]:
@@ -89,17 +69,17 @@ def read_slice_bounded(
     reader.last_spill = SpillStats()
     working = max(1, budget // PEAK_FACTOR)
     total_block_bytes = sum(b.size for b in scan.blocks) or 1
-    held: list[_Chunk] = []
+    held: list[DecodedBlock] = []
     held_bytes = 0
     consumed = 0
     seq = 0
-    chunks = _decoded(reader, scan.blocks)
-    for chunk, size in chunks:
+    chunks = reader.decoded_blocks(scan.blocks)
+    for chunk in chunks:
         chunk.seq = seq
         seq += chunk.table.num_rows
         held.append(chunk)
         held_bytes += chunk.table.nbytes
-        consumed += size
+        consumed += chunk.size
         if held_bytes > working:
             estimate = held_bytes * total_block_bytes / max(1, consumed)
             buckets = min(max_buckets(), 1 << max(1, math.ceil(math.log2(1.5 * estimate / working))))
@@ -107,7 +87,7 @@ def read_slice_bounded(
             return
     delta = DeltaRecords(reader.merge_config, schema=reader.schema)
     for chunk in held:
-        _add(delta, chunk)
+        chunk.add_to(delta)
     held.clear()
     matched = delta.new_match_mask()
     if slice_.base_file is not None:
@@ -119,46 +99,12 @@ def read_slice_bounded(
         yield _align(inserts, reader.schema, columns)
 
 
-def _decoded(reader: FileGroupReader, blocks: Sequence[LogBlock]) -> Iterator[tuple[_Chunk, int]]:
-    """The slice's visible blocks decoded, in log order, with their size in the log file."""
-    ordering = reader.merge_config.ordering_fields
-    ordering_type = (
-        reader.schema.field(ordering[0]).type if len(ordering) == 1 and ordering[0] in reader.schema.names else None
-    )
-    for block in blocks:
-        try:
-            if block.block_type is BlockType.DELETE:
-                deletes = decode_delete_block(block, reader.storage, table=reader.table_name)
-                reader.last_stats.log_records += deletes.num_rows
-                note_records_read(deletes.num_rows)
-                columns = {
-                    RECORD_KEY: deletes.column("record_key"),
-                    "ordering_value": _ordering_values(deletes, ordering_type),
-                }
-                yield _Chunk(pa.table(columns), True, False), block.size
-            else:
-                data = decode_data_block(block, reader.storage, table=reader.table_name)
-                reader.last_stats.log_records += data.num_rows
-                note_records_read(data.num_rows)
-                partial = block.header.get(HeaderKey.IS_PARTIAL, "").lower() == "true"
-                yield _Chunk(data, False, partial), block.size
-        except TableServiceError as e:
-            raise e.with_context(table=reader.table_name, path=block.location) from e
-
-
-def _add(delta: DeltaRecords, chunk: _Chunk) -> None:
-    if chunk.deletes:
-        delta.add_deletes(chunk.table.column(RECORD_KEY), chunk.table.column("ordering_value"))
-    else:
-        delta.add_data(chunk.table, partial=chunk.partial)
-
-
 def _grace_merge(
     reader: FileGroupReader,
     slice_: FileSlice,
     columns: Sequence[str] | None,
-    held: list[_Chunk],
-    rest: Iterator[tuple[_Chunk, int]],
+    held: list[DecodedBlock],
+    rest: Iterator[DecodedBlock],
     seq: int,
     buckets: int,
 ) -> Iterator[pa.Table]:
@@ -169,7 +115,7 @@ def _grace_merge(
         for chunk in held:
             spilled += _split_log(chunk, buckets, log_runs)
         held.clear()
-        for chunk, _size in rest:
+        for chunk in rest:
             chunk.seq = seq
             seq += chunk.table.num_rows
             spilled += _split_log(chunk, buckets, log_runs)
@@ -197,7 +143,7 @@ def _grace_merge(
             yield _align(merged.drop_columns([ORD]), target, columns)
 
 
-def _split_log(chunk: _Chunk, buckets: int, runs: list[BinaryIO]) -> int:
+def _split_log(chunk: DecodedBlock, buckets: int, runs: list[BinaryIO]) -> int:
     table = chunk.table.append_column(SEQ, pa.array(np.arange(chunk.seq, chunk.seq + chunk.table.num_rows)))
     meta = {_KIND: "deletes" if chunk.deletes else "data", _PARTIAL: "true" if chunk.partial else "false"}
     return _split(table, key_buckets(table.column(RECORD_KEY), buckets), runs, meta)
@@ -229,7 +175,8 @@ def _merge_bucket(
             data = frame.drop_columns([SEQ]).replace_schema_metadata(
                 {k: v for k, v in meta.items() if k not in (_KIND.encode(), _PARTIAL.encode())} or None
             )
-            _add(delta, _Chunk(data, meta.get(_KIND.encode()) == b"deletes", meta.get(_PARTIAL.encode()) == b"true"))
+            deletes, partial = meta.get(_KIND.encode()) == b"deletes", meta.get(_PARTIAL.encode()) == b"true"
+            DecodedBlock(data, deletes=deletes, partial=partial, size=0).add_to(delta)
     matched = delta.new_match_mask()
     if has_base:
         with space.open(f"base-{bucket}") as f:
