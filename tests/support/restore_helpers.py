@@ -8,7 +8,7 @@ from tableservice.hudi.action import restore as restore_module
 from tableservice.hudi.models import HoodieRollbackMetadata
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action, Instant
-from tableservice.storage import Storage
+from tableservice.storage import FileInfo, Storage
 
 
 def restore_killed_midway(path: str, savepoint: str, monkeypatch: pytest.MonkeyPatch) -> Instant:
@@ -17,11 +17,11 @@ def restore_killed_midway(path: str, savepoint: str, monkeypatch: pytest.MonkeyP
     real = restore_module._rollback_instant
     calls = {"n": 0}
 
-    def dies_on_second(table: HudiTable, target: Instant) -> HoodieRollbackMetadata:
+    def dies_on_second(table: HudiTable, target: Instant, listing: dict[str, list[FileInfo]]) -> HoodieRollbackMetadata:
         calls["n"] += 1
         if calls["n"] == 2:
             raise OSError("killed mid-restore (injected)")
-        return real(table, target)
+        return real(table, target, listing)
 
     monkeypatch.setattr(restore_module, "_rollback_instant", dies_on_second)
     with pytest.raises(OSError, match="injected"):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tableservice.errors import RestoreError, TableServiceError
@@ -46,6 +47,7 @@ from tableservice.hudi.models import (
     HoodieRestoreMetadata,
     HoodieRestorePlan,
     HoodieRollbackMetadata,
+    HoodieRollbackPartitionMetadata,
     HoodieRollbackPlan,
     decode_restore_plan,
     encode_restore_metadata,
@@ -59,6 +61,7 @@ from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from tableservice.hudi.write.markers import delete_markers
+from tableservice.storage import FileInfo
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +208,7 @@ def _execute(table: HudiTable, instant: Instant, plan: HoodieRestorePlan) -> Res
         instant = table.active.transition_to_inflight(instant)
     rolled: list[Instant] = []
     per_instant: dict[str, tuple[HoodieRollbackMetadata | None, ...]] = {}
+    listing = table.list_storage_files()  # once: each rollback updates it with the files it deleted and wrote
     for info in plan.instants_to_rollback:
         current = next(
             (
@@ -217,7 +221,7 @@ def _execute(table: HudiTable, instant: Instant, plan: HoodieRestorePlan) -> Res
         if current is None:
             log.info("restore: %s %s was already rolled back", info.action, info.commit_time)
             continue
-        per_instant[current.requested_time] = (_rollback_instant(table, current),)
+        per_instant[current.requested_time] = (_rollback_instant(table, current, listing),)
         rolled.append(current)
     partitions = _rebuild_metadata_table(table)
     metadata = HoodieRestoreMetadata(
@@ -245,14 +249,15 @@ def _execute(table: HudiTable, instant: Instant, plan: HoodieRestorePlan) -> Res
     return RestoreResult(done, metadata, partitions)
 
 
-def _rollback_instant(table: HudiTable, target: Instant) -> HoodieRollbackMetadata:
-    """One listing-based rollback of `target` (completed or pending): plan, inflight, files, timeline files."""
+def _rollback_instant(table: HudiTable, target: Instant, listing: dict[str, list[FileInfo]]) -> HoodieRollbackMetadata:
+    """One listing-based rollback of `target` (completed or pending): plan, inflight, files, timeline files.
+    `listing` (the table's files by partition) is brought up to date with what the rollback deleted and wrote."""
     started = time.monotonic()
     t = target.requested_time
     v6 = table.config.version < 8
     deletes: dict[str, list[str]] = defaultdict(list)
     appended: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
-    for partition, files in sorted(table.list_storage_files().items()):
+    for partition, files in sorted(listing.items()):
         for fi in files:
             base = parse_base_file_name(fi.name)
             lname = parse_log_file_name(fi.name) if base is None else None
@@ -280,6 +285,7 @@ def _rollback_instant(table: HudiTable, target: Instant) -> HoodieRollbackMetada
     partitions = undo_writes(
         table.storage, table.base_path, deletes, appended, rollback_time=rollback_time, target_time=t
     )
+    _apply(listing, partitions)
     delete_markers(table.storage, table.base_path, t)
     table.active.delete(target)
     log.info("restore: rolled back %s", target, extra={"table": table.label, "instant": rollback_time})
@@ -292,6 +298,16 @@ def _rollback_instant(table: HudiTable, target: Instant) -> HoodieRollbackMetada
         version=1,
         instants_rollback=(_info(target),),
     )
+
+
+def _apply(listing: dict[str, list[FileInfo]], partitions: Mapping[str, HoodieRollbackPartitionMetadata]) -> None:
+    """The files a rollback deleted leave the listing; the log files of its command blocks join it."""
+    now_ms = int(time.time() * 1000)
+    for p, done in partitions.items():
+        gone = set(done.success_delete_files)
+        written = done.rollback_log_files or {}
+        kept = [fi for fi in listing.get(p, []) if fi.location not in gone and fi.location not in written]
+        listing[p] = kept + [FileInfo(location, size, now_ms, False) for location, size in sorted(written.items())]
 
 
 def _rebuild_metadata_table(table: HudiTable) -> tuple[str, ...]:
