@@ -44,6 +44,7 @@ from tableservice.service.http import (
     service_routes,
 )
 from tableservice.service.ledger import answer_report
+from tableservice.service.poll_batches import PollBatches
 from tableservice.service.priority import PriorityKey, PriorityPolicy
 from tableservice.service.quotas import GroupCapacity
 from tableservice.service.table_state import Failure, RunningActions, TableHealth, TableStatus
@@ -114,6 +115,7 @@ class Daemon:
             wait_budget=service.wait_budget_seconds,
         )
         self.capacity = GroupCapacity(service.max_concurrent_actions, self.priority.group_limits())
+        self.polls = PollBatches()  # idle tables' polls share worker-thread hops
         self.tables: dict[str, _TableTask] = {}
         self.state = RunState.STARTING
         self._stop_event = anyio.Event()
@@ -207,6 +209,7 @@ class Daemon:
                 tg.start_soon(self._start_spark)  # in the background: readiness and the polls do not wait for it
                 self.health.set_ready(True)
                 tg.start_soon(self._watch_config, tg)
+                tg.start_soon(self.polls.run)
                 await self._sync_tables(tg, named)
                 if self.state is RunState.STARTING:
                     self.state = RunState.RUNNING
@@ -477,7 +480,7 @@ class Daemon:
     async def _one_pass(self, worker: TableWorker, due_at: float | None = None) -> None:
         status = worker.status
         try:
-            due, key = await anyio.to_thread.run_sync(self._poll_in_thread, worker, due_at)
+            due, key = await self.polls.poll(partial(self._poll_in_thread, worker, due_at))
             failed: list[Failure] = []
             if due and not self.stopping and not self.priority.backing_off(worker):
                 async with self.capacity.slot(key, self.priority.group(worker)):
