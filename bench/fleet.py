@@ -265,6 +265,7 @@ def _measure(
     kinds = Counter(r.kind for r in seen)
     out["requests_per_table_poll"] = {k: v / idle_polls for k, v in sorted(kinds.items())} if idle_polls else {}
     # busy: writes arriving at the first `busy` tables
+    out["idle_worst_lag_polls"] = max(float(t["max_poll_lag_seconds"]) for t in _status(port)) / args.poll
     if args.busy:
         stop = threading.Event()
         writes = threading.Thread(target=_writer, args=(root, endpoint, args.busy, stop), daemon=True)
@@ -274,6 +275,8 @@ def _measure(
         writes.join(timeout=60)
         status = _status(port)
         out["worst_lag_polls"] = max(float(t["max_poll_lag_seconds"]) for t in status) / args.poll
+        lags = sorted(float(t["max_poll_lag_seconds"]) / args.poll for t in status)
+        out["lag_quantiles"] = (lags[len(lags) // 2], lags[int(len(lags) * 0.99)])
         out["commits_written"] = _writer.commits  # type: ignore[attr-defined]
     out["peak_rss_mib"] = _peak_rss_mib(proc.pid)
     return out
@@ -312,10 +315,12 @@ def show(r: dict[str, Any], n: int, poll: float) -> None:
         shown = ", ".join(f"{k} {v:.2f}" for k, v in per.items()) or "none"
         print(f"  S3 requests per idle table per poll:   {total:.2f} ({shown})   aim = 1 (LIST)")
     print(f"  daemon peak RSS:                       {r['peak_rss_mib']:.0f} MiB   aim <= 1024 MiB")
+    print(f"  worst poll lag before the writes:      {r['idle_worst_lag_polls']:.2f} polls (start-up included)")
     if "worst_lag_polls" in r:
+        median, p99 = r["lag_quantiles"]
         print(
             f"  worst poll lag with writes arriving:   {r['worst_lag_polls']:.2f} polls "
-            f"({r['commits_written']} commits)   aim <= 2"
+            f"({r['commits_written']} commits; tables' worst lags: median {median:.2f}, p99 {p99:.2f})   aim <= 2"
         )
 
 

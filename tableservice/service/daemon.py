@@ -83,6 +83,9 @@ class _TableTask:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     wake: anyio.Event = field(default_factory=anyio.Event)
     """Set to start the table's next pass now: a stop, or a request through the table-service-manager endpoint."""
+    idle: bool = False
+    """Its last poll found nothing to do: the next one shares a thread hop with other idle tables' polls
+    (`PollBatches`). A table's first poll, and a busy table's, take a hop of their own."""
 
 
 class Daemon:
@@ -461,7 +464,7 @@ class Daemon:
                     self.metrics.set_quarantined(worker.label, False)
                 if self.tsm is not None:  # instants Hudi writers asked for go first
                     await self.tsm.run_queued(worker, self.capacity, lambda: self.stopping, self.priority.group(worker))
-                await self._one_pass(worker, due_at)
+                task.idle = await self._one_pass(worker, due_at, batched=task.idle)
                 delay = self._next_delay(worker)
 
     def _poll_in_thread(self, worker: TableWorker, due_at: float | None) -> tuple[bool, PriorityKey]:
@@ -477,15 +480,18 @@ class Daemon:
         due = worker.needs_pass()
         return due, self.priority.assess(worker, due)
 
-    async def _one_pass(self, worker: TableWorker, due_at: float | None = None) -> None:
+    async def _one_pass(self, worker: TableWorker, due_at: float | None = None, *, batched: bool = False) -> bool:
+        """Poll the table and run a pass when one is needed; whether the poll found it idle (no pass needed)."""
         status = worker.status
+        due = False
         try:
-            due, key = await self.polls.poll(partial(self._poll_in_thread, worker, due_at))
+            poll = partial(self._poll_in_thread, worker, due_at)
+            due, key = await (self.polls.poll(poll) if batched else anyio.to_thread.run_sync(poll))
             failed: list[Failure] = []
             if due and not self.stopping and not self.priority.backing_off(worker):
                 async with self.capacity.slot(key, self.priority.group(worker)):
                     if self.stopping:
-                        return
+                        return False
                     try:
                         result = await anyio.to_thread.run_sync(self._pass_in_thread, worker)
                     finally:
@@ -504,7 +510,7 @@ class Daemon:
             held = _held_reason(status)
             status.update(consecutive_failures=0, last_error=held)
             status.set_health(TableHealth.DEGRADED if held else TableHealth.OK, held)
-            return
+            return not due
         error = str(failed[0].error)
         status.update(consecutive_failures=status.consecutive_failures + 1, last_error=error)
         status.set_health(TableHealth.FAILING, error)
@@ -521,6 +527,7 @@ class Daemon:
             status.set_health(TableHealth.QUARANTINED, why)
             self.metrics.set_quarantined(worker.label, True)
             log.error("quarantined for %.0fs: %s", retry.quarantine_seconds, why, extra={"table": worker.label})
+        return False
 
     def _pass_in_thread(self, worker: TableWorker) -> Any:
         stopping: Callable[[], bool] = lambda: self.stopping  # noqa: E731

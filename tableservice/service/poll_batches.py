@@ -5,7 +5,9 @@ worker thread. A hop to a thread and back costs the event loop and the thread mo
 itself (about 0.1 ms of CPU each way, wake-ups included, against 0.15 ms for the poll). With a thousand tables that
 is most of the daemon's idle CPU. `PollBatches` gathers the polls asked for within `window_seconds` and runs them
 one after another in one hop, up to `max_batch` per hop and `max_concurrent` hops at once (so that a slow store's
-listings still overlap). A poll waits at most the window longer than it would alone.
+listings still overlap). The daemon batches only the polls of tables whose last poll found nothing to do: a
+table's first poll (which reads its properties) and a busy table's take hops of their own, so that a slow poll
+does not hold idle ones back.
 
 Until `run` is serving (and after it stops), a poll takes its own hop, as before.
 """
@@ -41,7 +43,7 @@ class _Poll(Generic[T]):
 
 
 class PollBatches:
-    def __init__(self, window_seconds: float = 0.05, max_batch: int = 32, max_concurrent: int = 8) -> None:
+    def __init__(self, window_seconds: float = 0.05, max_batch: int = 16, max_concurrent: int = 8) -> None:
         self.window_seconds = window_seconds
         self.max_batch = max_batch
         self.max_concurrent = max_concurrent

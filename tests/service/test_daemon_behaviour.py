@@ -72,6 +72,32 @@ def test_idle_table_costs_one_listing_per_poll(metadata: bool, tmp_path: Path, s
 
 
 @pytest.mark.spark
+def test_idle_tables_polls_share_thread_hops(tmp_path: Path, spark_executor: Any) -> None:
+    """Once a table's poll finds nothing to do, its next polls join those of other idle tables in one worker-thread
+    hop (`PollBatches`); a table's first poll goes alone. Every table goes on being polled."""
+    paths = [mor_table(tmp_path / f"t{i}", records=50, commits=2, name=f"t{i}") for i in range(6)]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_text(paths, max_delta_commits=50, poll=0.2))
+    daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    first_polls: dict[str, float] = {}
+
+    def enough() -> bool:
+        for task in daemon.tables.values():
+            if task.worker.status.last_poll is not None:
+                first_polls.setdefault(task.worker.label, task.worker.status.last_poll)
+        return daemon.polls.polls >= 60
+
+    run_until(daemon, enough)
+    tasks = list(daemon.tables.values())
+    assert sorted(t.worker.label for t in tasks) == [f"table{i}" for i in range(6)]
+    assert all(t.idle for t in tasks), [t.worker.status.last_error for t in tasks if not t.idle]
+    # polled since their first poll, through the batches
+    assert all(t.worker.status.last_poll > first_polls[t.worker.label] for t in tasks)  # type: ignore[operator]
+    assert daemon.polls.polls >= 60
+    assert daemon.polls.hops < daemon.polls.polls * 0.8, (daemon.polls.hops, daemon.polls.polls)
+
+
+@pytest.mark.spark
 def test_permanent_errors_hold_back_the_action_or_quarantine_the_table_at_once(
     tmp_path: Path, spark_executor: Any
 ) -> None:
