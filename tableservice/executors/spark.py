@@ -111,9 +111,39 @@ def _use_system_allocator() -> None:
 
 
 def _release_unused_memory() -> None:
-    """Give the memory Arrow's pool keeps cached back to the OS (`malloc_trim` for glibc), so that an idle worker
-    does not keep a task's peak resident (about 10-20 ms after a clustering group of 500k rows)."""
+    """Give the memory Arrow's pool keeps cached back to the OS (`malloc_trim` for glibc): about 10-20 ms after a
+    clustering group of 500k rows, RSS back from about 450 to 150 MiB."""
     pa.default_memory_pool().release_unused()
+
+
+RELEASE_AFTER_IDLE_SECONDS = 5.0
+
+
+class _IdleRelease:
+    """Releases a worker's cached memory once it has run no Spark task for `RELEASE_AFTER_IDLE_SECONDS`: an idle
+    worker does not keep a task's peak resident, and a job that follows another at once reuses the memory instead
+    of faulting it in again (about 0.2 system CPU s per worker for a clustering group of 500k rows)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def busy(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def idle(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(RELEASE_AFTER_IDLE_SECONDS, _release_unused_memory)
+            self._timer.daemon = True
+            self._timer.start()
+
+
+_idle_release = _IdleRelease()
 
 
 def _warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
@@ -160,6 +190,7 @@ def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str])
     """Executor side of a job: task indexes in; out, one row per file written (its write stat JSON) and one per
     task (no stat: the task's run time, records read and object-store requests by kind as JSON), each with the
     Python worker's peak RSS so far (KiB)."""
+    _idle_release.busy()
     token = _task_context_token()
     _forget_zip_importers()  # for the next Spark task this worker runs
     storages: dict[str, Storage] = {}
@@ -202,7 +233,7 @@ def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str])
                 "requests": pa.array(rows["requests"], pa.string()),
             }
         )
-    _release_unused_memory()  # the worker may idle until the next job
+    _idle_release.idle()  # the worker may idle until the next job
 
 
 def task_payload(tasks: Sequence[Task], storage_options: StorageOptions | None) -> list[str]:

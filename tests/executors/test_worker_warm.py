@@ -6,12 +6,14 @@ import importlib
 import os
 import subprocess
 import sys
+import time
 import zipfile
 import zipimport
 from pathlib import Path
 
 import pytest
 
+from tableservice.executors import spark
 from tableservice.executors.spark import _forget_zip_importers
 
 
@@ -74,3 +76,18 @@ def test_warm_worker_keeps_a_memory_pool_named_in_the_environment() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
     )
     assert done.stdout.split() == ["jemalloc"]
+
+
+def test_a_worker_releases_memory_once_idle_not_between_back_to_back_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    released: list[float] = []
+    monkeypatch.setattr(spark, "_release_unused_memory", lambda: released.append(time.monotonic()))
+    monkeypatch.setattr(spark, "RELEASE_AFTER_IDLE_SECONDS", 0.2)
+    idle = spark._IdleRelease()
+    idle.idle()
+    idle.busy()  # the next task came at once
+    time.sleep(0.4)
+    assert released == []
+    started = time.monotonic()
+    idle.idle()
+    time.sleep(0.5)
+    assert len(released) == 1 and released[0] - started >= 0.2

@@ -61,3 +61,15 @@ def test_z_order_interleaves_ranks() -> None:
     assert ordered.num_rows == 4 and ordered.column("a").to_pylist() == [0, 0, 1, 1]
     linear = sort_rows(pa.table({"a": [3, 1, 2]}), ["a"], "linear")
     assert linear.column("a").to_pylist() == [1, 2, 3]
+
+
+def test_linear_sort_of_one_column_matches_the_table_sort() -> None:
+    # nulls last, NaN after numbers, -0.0 and 0.0 tied, ties in input order; chunked like a group's read
+    fare = [3.0, None, float("nan"), 1.0, -0.0, 0.0, 1.0, None, 2.5]
+    t = pa.concat_tables(
+        [pa.table({"fare": fare[:4], "i": range(4)}), pa.table({"fare": fare[4:], "i": range(4, len(fare))})]
+    )
+    expected = t.sort_by([("fare", "ascending")]).column("i").to_pylist()
+    assert sort_rows(t, ["fare"], "linear").column("i").to_pylist() == expected == [4, 5, 3, 6, 8, 0, 2, 1, 7]
+    strings = pa.table({"s": ["b", None, "a", "b", ""], "i": range(5)})
+    assert sort_rows(strings, ["s"], "linear").column("i").to_pylist() == [4, 2, 0, 3, 1]
