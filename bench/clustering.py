@@ -10,7 +10,8 @@ size, on a fresh copy of the Delta table each time (copied outside the timing). 
 side (new files are deleted after each run). Snappy on both sides.
 
 What is measured: the Spark session starts and its Python workers are warmed up (imports, one run of the hot
-kernels on a few rows) before the first job; then `--repeats` rounds, each one tableservice job and one delta-rs
+kernels on a few rows) before the first job; then `--repeats` rounds, each one tableservice run (the clustering
+tasks built from the table's timeline and file listing, about 0.02 s, then run as one Spark job) and one delta-rs
 optimize, alternately (so that both sides see the machine's load of the same minutes). Each run prints its wall
 time and CPU seconds: for tableservice those of this process and its children (the Spark JVM and its Python
 workers, read from /proc), for delta-rs those of this process (it runs in it). The first tableservice job is the
