@@ -269,8 +269,8 @@ def _align(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None) ->
         known = set(schema.names)
         if all(n in known for n in names):
             target = pa.schema([schema.field(n) for n in names])
-            if table.schema.equals(target):
-                return table  # the common case: a base file in the read schema
+            if table.schema.equals(target):  # the common case: a base file in the read schema
+                return pa.Table.from_arrays(table.columns, schema=target)  # without the file's footer metadata
     arrays = []
     fields = []
     for name in names:
