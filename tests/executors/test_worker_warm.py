@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
+import time
 import zipfile
 import zipimport
 from pathlib import Path
 
 import pytest
 
+from tableservice.executors import spark
 from tableservice.executors.spark import _forget_zip_importers
 
 
@@ -42,13 +45,49 @@ def test_zip_importers_are_forgotten_and_imports_still_work(tmp_path: Path, monk
             sys.modules.pop(name, None)
 
 
-def test_warm_worker_pays_pyarrows_pandas_import() -> None:
+def test_warm_worker_pays_pyarrows_pandas_import(tmp_path: Path) -> None:
     code = (
         "import os, sys, pyarrow as pa\n"
         "from tableservice.executors.spark import _warm_worker\n"
         "assert 'pandas' not in sys.modules\n"
         "out = list(_warm_worker([pa.RecordBatch.from_pydict({'id': [0, 1]})]))\n"
-        "print(out[0].column(0).to_pylist() == [os.getpid()] * 2, 'pandas' in sys.modules)\n"
+        "print(out[0].column(0).to_pylist() == [os.getpid()] * 2, 'pandas' in sys.modules,\n"
+        "      'tableservice.hudi.file_group.bloom' in sys.modules, pa.default_memory_pool().backend_name)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert done.stdout.split() == ["True", "True"]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    # the kernels ran on a temporary file, gone afterwards; Arrow's buffers now come from glibc's malloc
+    assert done.stdout.split() == ["True", "True", "True", "system"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_warm_worker_keeps_a_memory_pool_named_in_the_environment() -> None:
+    code = (
+        "import pyarrow as pa\n"
+        "from tableservice.executors.spark import _warm_worker\n"
+        "list(_warm_worker([pa.RecordBatch.from_pydict({'id': [0]})]))\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    assert done.stdout.split() == ["jemalloc"]
+
+
+def test_a_worker_releases_memory_once_idle_not_between_back_to_back_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    released: list[float] = []
+    monkeypatch.setattr(spark, "_release_unused_memory", lambda: released.append(time.monotonic()))
+    monkeypatch.setattr(spark, "RELEASE_AFTER_IDLE_SECONDS", 0.2)
+    idle = spark._IdleRelease()
+    idle.idle()
+    idle.busy()  # the next task came at once
+    time.sleep(0.4)
+    assert released == []
+    started = time.monotonic()
+    idle.idle()
+    time.sleep(0.5)
+    assert len(released) == 1 and released[0] - started >= 0.2

@@ -10,9 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tableservice.hudi.action.cluster import ClusteringTask, run_clustering_task, sort_rows, z_order_key
+from tableservice.hudi.action.compact import slice_at
 from tableservice.hudi.action.tasks import ClusteringInput, ClusteringLayout, clustering_tasks
+from tableservice.hudi.action.warm import _sample
+from tableservice.hudi.file_group.base_file import write_base_file
+from tableservice.hudi.file_group.merge import merge_config_from_properties
+from tableservice.hudi.file_group.reader import BlockFilter, FileGroupReader
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.read import ReadOptions, read
+from tableservice.hudi.table.schema import arrow_schema_from_avro
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import mor_table
 
@@ -61,3 +67,35 @@ def test_z_order_interleaves_ranks() -> None:
     assert ordered.num_rows == 4 and ordered.column("a").to_pylist() == [0, 0, 1, 1]
     linear = sort_rows(pa.table({"a": [3, 1, 2]}), ["a"], "linear")
     assert linear.column("a").to_pylist() == [1, 2, 3]
+
+
+def test_linear_sort_of_one_column_matches_the_table_sort() -> None:
+    # nulls last, NaN after numbers, -0.0 and 0.0 tied, ties in input order; chunked like a group's read
+    fare = [3.0, None, float("nan"), 1.0, -0.0, 0.0, 1.0, None, 2.5]
+    t = pa.concat_tables(
+        [pa.table({"fare": fare[:4], "i": range(4)}), pa.table({"fare": fare[4:], "i": range(4, len(fare))})]
+    )
+    expected = t.sort_by([("fare", "ascending")]).column("i").to_pylist()
+    assert sort_rows(t, ["fare"], "linear").column("i").to_pylist() == expected == [4, 5, 3, 6, 8, 0, 2, 1, 7]
+    strings = pa.table({"s": ["b", None, "a", "b", ""], "i": range(5)})
+    assert sort_rows(strings, ["s"], "linear").column("i").to_pylist() == [4, 2, 0, 3, 1]
+
+
+def test_a_base_file_reads_in_the_read_schema_without_its_footer_metadata(tmp_path: Path) -> None:
+    table, avro = _sample()
+    name = "f1-0_0-0-0_20240101000000000.parquet"
+    location = str(tmp_path / name)
+    write_base_file(Storage(), location, table, avro_schema=avro, compression="snappy", file_name=name)
+    assert pq.read_schema(location).metadata is not None  # the footer holds the Avro schema and the bloom filter
+    reader = FileGroupReader(
+        Storage(),
+        table_name="t",
+        merge_config=merge_config_from_properties({}, 9),
+        schema=arrow_schema_from_avro(avro),
+        block_filter=BlockFilter(9, frozenset(), None),
+    )
+    file_slice = slice_at(Storage(), "", "f1-0", "20240101000000000", location, ())
+    columns = [n for n in reader.schema.names if n != "_hoodie_file_name"]
+    (part,) = reader.read_slice(file_slice, columns)
+    assert part.schema.equals(pa.schema([reader.schema.field(n) for n in columns]), check_metadata=True)
+    assert part.to_pylist() == table.select(columns).to_pylist()

@@ -109,16 +109,26 @@ def z_order_key(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     return key
 
 
-def sort_rows(table: pa.Table, columns: Sequence[str], layout: str) -> pa.Table:
+def sort_order(table: pa.Table, columns: Sequence[str], layout: str) -> pa.Array | None:
+    """The row order that sorts the table (indices into it); None when it stays as it is. Linear: by the columns
+    in order, ascending, nulls last, ties in input order; z-order: by `z_order_key`, ties in input order."""
     if not columns or table.num_rows == 0:
-        return table
+        return None
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise InvalidPlanError(f"sort columns {missing} are not in the table schema")
     if layout == "z-order" and len(columns) > 1:
-        order = np.argsort(z_order_key(table, columns), kind="stable")
-        return table.take(pa.array(order))
-    return table.sort_by([(c, "ascending") for c in columns])
+        return pa.array(np.argsort(z_order_key(table, columns), kind="stable"))
+    if len(columns) == 1:
+        # One column: sorting it alone (chunks combined) is cheaper than sorting the table by it; same order.
+        column = table.column(columns[0]).combine_chunks()
+        return pc.array_sort_indices(column, order="ascending", null_placement="at_end")
+    return pc.sort_indices(table, [(c, "ascending") for c in columns])
+
+
+def sort_rows(table: pa.Table, columns: Sequence[str], layout: str) -> pa.Table:
+    order = sort_order(table, columns, layout)
+    return table if order is None else table.take(order)
 
 
 def _split_sizes(rows: int, row_bytes: float, groups: int, target_bytes: int) -> list[int]:
@@ -139,20 +149,21 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
     check_attempt(storage, task)
     reader = task_reader(storage, task)
     schema = reader.schema
+    # `_hoodie_file_name` is rewritten for each new file (the writer fills it in): not worth reading or sorting.
+    columns = [n for n in schema.names if n != FILE_NAME or n in task.sort_columns]
     parts = [
         t
         for s in task.slices
         for t in reader.read_slice(
             slice_at(
                 storage, task.partition_path, s.file_id, s.base_instant_time, s.base_file, s.log_files, dict(s.sizes)
-            )
+            ),
+            columns,
         )
     ]
-    rows = pa.concat_tables(parts) if parts else schema.empty_table()
-    # `_hoodie_file_name` is rewritten for each new file: not worth carrying through the sort.
-    if FILE_NAME in rows.column_names and FILE_NAME not in task.sort_columns:
-        rows = rows.drop_columns([FILE_NAME])
-    rows = sort_rows(rows, task.sort_columns, task.layout)
+    rows = pa.concat_tables(parts) if parts else pa.schema([schema.field(n) for n in columns]).empty_table()
+    # Rows are gathered in sorted order one output file at a time: the group's rows and one file's worth in memory.
+    order = sort_order(rows, task.sort_columns, task.layout)
     # Bytes a row takes on storage: from the input files (`size_hint`) when known, else Arrow's in-memory size
     # over a typical Parquet compression ratio.
     if rows.num_rows and task.size_hint > 0:
@@ -169,7 +180,8 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
             name = BaseFileName(file_id, task.write_token, task.instant_time, ".parquet").name
             create_marker(storage, task.base_path, task.instant_time, task.partition_path, name, MarkerType.CREATE)
             location = join(partition_location(task.base_path, task.partition_path), name)
-            piece = with_file_name(rows.slice(offset, size), name)
+            piece = rows.slice(offset, size) if order is None else rows.take(order.slice(offset, size))
+            piece = with_file_name(piece, name)
             offset += size
             result = write_base_file(
                 storage, location, piece, avro_schema=task.avro_schema, compression=task.compression, file_name=name

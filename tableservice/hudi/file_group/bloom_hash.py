@@ -29,6 +29,7 @@ SLICE = 1 << 18
 KeyInput: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[str] | Sequence[bytes]
 I64 = npt.NDArray[np.int64]
 Pos = npt.NDArray[np.uint32]
+Index = npt.NDArray[np.intp]
 
 
 def _to_array(keys: KeyInput) -> pa.Array:
@@ -65,8 +66,11 @@ def key_bytes(keys: KeyInput) -> tuple[npt.NDArray[np.uint8], I64]:
     return data, offsets.astype(np.int64, copy=False)
 
 
-def _murmur_group(rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector_size: int) -> Pos:
-    """Positions, shape (nb_hash, n), of keys that all have `length` bytes, given as an (n, length) matrix."""
+def _murmur_group(
+    rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector_size: int, as_index: bool = False
+) -> Pos | Index:
+    """Positions, shape (nb_hash, n), of keys that all have `length` bytes, given as an (n, length) matrix;
+    `as_index`: as numpy's index type (what setting bits takes without a conversion), else uint32."""
     n = rows.shape[0]
     len4 = length >> 2
     words = np.ascontiguousarray(rows[:, : len4 * 4]).view("<u4")
@@ -86,9 +90,10 @@ def _murmur_group(rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector
         if left >= 1:
             tail ^= signed[:, length - 1].astype(np.int32)
         tail_u = tail.view(np.uint32)
-        out = np.empty((nb_hash, n), dtype=np.uint32)
+        out = np.empty((nb_hash, n), dtype=np.intp if as_index else np.uint32)
         h = np.zeros(n, dtype=np.uint32)
         tmp = np.empty(n, dtype=np.uint32)
+        magnitude = np.empty(n, dtype=np.uint32)
         size = np.uint32(vector_size)
         ulen = np.uint32(length)
         s13, s15 = np.uint32(13), np.uint32(15)
@@ -108,11 +113,10 @@ def _murmur_group(rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector
             # Java: Math.abs(h % size); |h| as unsigned is exact even for Integer.MIN_VALUE. The remainder as
             # a - (a // size) * size: numpy divides by a scalar with a precomputed multiplier (many times faster
             # than its `remainder`).
-            row = out[i]
-            np.abs(h.view(np.int32), out=row.view(np.int32))
-            np.floor_divide(row, size, out=tmp)
+            np.abs(h.view(np.int32), out=magnitude.view(np.int32))
+            np.floor_divide(magnitude, size, out=tmp)
             tmp *= size
-            row -= tmp
+            np.subtract(magnitude, tmp, out=out[i])
     return out
 
 
@@ -195,7 +199,7 @@ def key_positions(key: bytes, nb_hash: int, vector_size: int, hash_type: int = M
 
 def position_chunks(
     keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH
-) -> Iterator[tuple[I64 | slice, Pos]]:
+) -> Iterator[tuple[I64 | slice, Pos | Index]]:
     """Bit positions of many keys, chunk by chunk: (which keys, their positions of shape (nb_hash, m)). The
     keys of a chunk are a slice of the input when all keys have one byte length, else an index array (keys
     are grouped by length); every key comes in exactly one chunk."""
@@ -203,16 +207,23 @@ def position_chunks(
 
 
 def position_chunks_of(
-    data: npt.NDArray[np.uint8], offsets: I64, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH
-) -> Iterator[tuple[I64 | slice, Pos]]:
-    """`position_chunks` of keys given as their bytes and offsets (`key_bytes`)."""
+    data: npt.NDArray[np.uint8],
+    offsets: I64,
+    nb_hash: int,
+    vector_size: int,
+    hash_type: int = MURMUR_HASH,
+    *,
+    as_index: bool = False,
+) -> Iterator[tuple[I64 | slice, Pos | Index]]:
+    """`position_chunks` of keys given as their bytes and offsets (`key_bytes`); `as_index`: positions as numpy's
+    index type (setting bits with them is about twice as fast as with uint32 positions), else uint32."""
     n = len(offsets) - 1
     if n == 0:
         return
     if hash_type != MURMUR_HASH:
         for start in range(0, n, _CHUNK):
             stop = min(n, start + _CHUNK)
-            out = np.empty((nb_hash, stop - start), dtype=np.uint32)
+            out = np.empty((nb_hash, stop - start), dtype=np.intp if as_index else np.uint32)
             for i in range(start, stop):
                 key = data[offsets[i] : offsets[i + 1]].tobytes()
                 out[:, i - start] = key_positions(key, nb_hash, vector_size, hash_type)
@@ -225,7 +236,7 @@ def position_chunks_of(
         matrix = data[int(offsets[0]) : int(offsets[-1])].reshape(n, first)
         for start in range(0, n, _CHUNK):
             stop = min(n, start + _CHUNK)
-            yield slice(start, stop), _murmur_group(matrix[start:stop], first, nb_hash, vector_size)
+            yield slice(start, stop), _murmur_group(matrix[start:stop], first, nb_hash, vector_size, as_index)
         return
     order = np.argsort(lengths, kind="stable")
     sorted_lengths = lengths[order]
@@ -235,7 +246,7 @@ def position_chunks_of(
         span = np.arange(length, dtype=np.int64)[None, :]
         for start in range(0, len(group), _CHUNK):
             idx = group[start : start + _CHUNK]
-            yield idx, _murmur_group(data[offsets[idx][:, None] + span], length, nb_hash, vector_size)
+            yield idx, _murmur_group(data[offsets[idx][:, None] + span], length, nb_hash, vector_size, as_index)
 
 
 def positions_many(keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH) -> Pos:

@@ -295,6 +295,12 @@ class FileGroupReader:
 def _align(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None) -> pa.Table:
     """Cast to the read schema (columns missing from old files become nulls) and project."""
     names = list(columns) if columns is not None else schema.names
+    if table.column_names == names:
+        known = set(schema.names)
+        if all(n in known for n in names):
+            target = pa.schema([schema.field(n) for n in names])
+            if table.schema.equals(target):  # the common case: a base file in the read schema
+                return pa.Table.from_arrays(table.columns, schema=target)  # without the file's footer metadata
     arrays = []
     fields = []
     for name in names:
