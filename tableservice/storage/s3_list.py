@@ -21,6 +21,7 @@ pyarrow's client spends about a millisecond of CPU on each; this one a fraction 
 
 from __future__ import annotations
 
+import builtins
 import datetime
 import html
 import random
@@ -28,7 +29,9 @@ import re
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import unquote_plus, urlsplit
 
 from tableservice.errors import StorageError
@@ -37,6 +40,7 @@ from tableservice.storage.s3_http import CONNECT_TIMEOUT, REQUEST_TIMEOUT, Conne
 from tableservice.storage.s3_sign import Credentials, CredentialSource, Signer, canonical_query
 
 ATTEMPTS = 3  # as pyarrow's and botocore's default retry strategies
+PAGE_CACHE = 4096  # pages of folder listings kept with their entries (a timeline page is a few KB)
 _RETRY_CODES = frozenset({"SlowDown", "InternalError", "RequestTimeout", "ServiceUnavailable", "Throttling"})
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
@@ -80,6 +84,9 @@ class S3Lister:
         self._credentials = CredentialSource(credentials)
         self._pools: dict[tuple[bool, str], Pool] = {}
         self._guard = threading.Lock()
+        # The last answer to each page request of a folder listing, with its entries: an idle table's timeline
+        # answers the same bytes poll after poll, and comparing them costs a fraction of reading them again.
+        self._pages: OrderedDict[tuple[str, str], tuple[bytes, tuple[Entry, ...], str | None]] = OrderedDict()
 
     def close(self) -> None:
         with self._guard:
@@ -112,16 +119,45 @@ class S3Lister:
         out: list[Entry] = []
         seen: set[str] = set()
         while True:
-            body = self._get(location, bucket, canonical_query(params))
+            query = _query(tuple(params.items()))
+            body = self._get(location, bucket, query)
             if body is None:  # no such bucket
                 return []
-            try:
-                token = _page(body, prefix, recursive, out, seen)
-            except (ValueError, UnicodeDecodeError) as e:
-                raise StorageError(f"listing failed: {e}", path=location) from None
+            token = self._read_page(location, (bucket, query), body, prefix, recursive, out, seen)
             if token is None:
                 return out
             params["continuation-token"] = token
+
+    def _read_page(
+        self,
+        location: str,
+        request: tuple[str, str],
+        body: bytes,
+        prefix: str,
+        recursive: bool,
+        out: builtins.list[Entry],
+        seen: set[str],
+    ) -> str | None:
+        """`_page`, or for a folder listing whose page answered the bytes it answered last time, its entries then."""
+        if not recursive:  # a recursive page's folders depend on the pages before it: read each time
+            with self._guard:
+                last = self._pages.get(request)
+                if last is not None:
+                    self._pages.move_to_end(request)
+            if last is not None and last[0] == body:
+                out.extend(last[1])
+                return last[2]
+        start = len(out)
+        try:
+            token = _page(body, prefix, recursive, out, seen)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise StorageError(f"listing failed: {e}", path=location) from None
+        if not recursive:
+            with self._guard:
+                self._pages[request] = (body, tuple(out[start:]), token)
+                while len(self._pages) > PAGE_CACHE:
+                    self._pages.popitem(last=False)
+        return token
 
     def _get(self, location: str, bucket: str, query: str) -> bytes | None:
         https, host, path = self._address(bucket)
@@ -185,6 +221,12 @@ class S3Lister:
         else:
             pool.give_back(conn)
         return status, body
+
+
+@lru_cache(maxsize=4096)
+def _query(params: tuple[tuple[str, str], ...]) -> str:
+    """`canonical_query`, kept for the folders polled again and again."""
+    return canonical_query(dict(params))
 
 
 def _back_off(attempt: int) -> None:

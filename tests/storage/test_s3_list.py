@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -106,6 +107,39 @@ def test_the_native_listing_is_pyarrows(auth_moto: AuthMoto, folder: str, recurs
         assert ours  # something listed: the comparison compared entries
     if folder == "big":
         assert len([f for f in ours if not f.is_dir]) >= 1010 and all(f.mtime_ms > 0 for f in ours if not f.is_dir)
+
+
+def test_a_folder_listed_again_is_read_again_only_when_its_answer_changed(auth_moto: AuthMoto) -> None:
+    """Polling one folder: an unchanged answer gives the entries read last time (no second read of the page); a new
+    object, an object written again (new time) and a deleted one are each seen on the next listing, as pyarrow
+    sees them, across the pages of a folder of more than 1,000 keys too."""
+    options = auth_moto.options("native")
+    storage = Storage(options)
+    s3 = _client("s3", auth_moto.endpoint_url, *auth_moto.user_keys)
+    for folder in ("nested", "big"):
+        location = f"s3://{BUCKET}/{folder}"
+        first = storage.list(location)
+        lister = storage._s3_lister()
+        pages = dict(lister._pages)
+        again = storage.list(location)
+        assert again == first
+        assert dict(lister._pages) == pages  # the same answers: nothing read and stored again
+        s3.put_object(Bucket=BUCKET, Key=f"{folder}/added.txt", Body=b"abc")
+        s3.put_object(Bucket=BUCKET, Key=f"{folder}/zz-rewritten.txt", Body=b"1")
+        changed = storage.list(location)
+        assert changed == Storage(replace(options, list_client="pyarrow")).list(location)
+        assert {f.name for f in changed} - {f.name for f in first} == {"added.txt", "zz-rewritten.txt"}
+        before = next(f for f in changed if f.name == "zz-rewritten.txt")
+        time.sleep(1.1)  # S3 times are to the second or millisecond: a later write shows a later time
+        s3.put_object(Bucket=BUCKET, Key=f"{folder}/zz-rewritten.txt", Body=b"2")
+        s3.delete_object(Bucket=BUCKET, Key=f"{folder}/added.txt")
+        after = storage.list(location)
+        assert after == Storage(replace(options, list_client="pyarrow")).list(location)
+        rewritten = next(f for f in after if f.name == "zz-rewritten.txt")
+        assert rewritten.mtime_ms > before.mtime_ms and rewritten.size == before.size == 1
+        assert "added.txt" not in {f.name for f in after}
+        s3.delete_object(Bucket=BUCKET, Key=f"{folder}/zz-rewritten.txt")
+        assert storage.list(location) == first
 
 
 def test_temp_files_listed_on_request_as_pyarrow_lists_them(auth_moto: AuthMoto) -> None:
