@@ -234,6 +234,8 @@ class StorageSettings(_Section):
     region: str | None = Field(default=None, min_length=1)
     connect_timeout_seconds: float = Field(default=5.0, gt=0, le=300)
     request_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    # S3 listings: the daemon's own ListObjectsV2 client, or pyarrow's (the fallback for a store it does not suit)
+    list_client: Literal["native", "pyarrow"] = "native"
 
     def options(self, env: Mapping[str, str] | None = None) -> StorageOptions:
         """Options for `tableservice.storage.Storage`: these values, else AWS_ENDPOINT_URL(_S3) / AWS_REGION."""
@@ -243,6 +245,7 @@ class StorageSettings(_Section):
             region=self.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
             connect_timeout_s=self.connect_timeout_seconds,
             request_timeout_s=self.request_timeout_seconds,
+            list_client=self.list_client,
         )
 
 

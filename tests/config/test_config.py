@@ -131,6 +131,9 @@ BAD: list[tuple[str, str, dict[str, str], list[str]]] = [
     ("connect URL as master", "spark:\n  master: sc://spark:15002\n", {}, ["spark.master", "spark.remote"]),
     ("spark conf key", "spark:\n  conf:\n    executor.memory: 4g\n", {}, [
         "spark.conf.executor.memory = '4g'", "start with 'spark.'"]),
+    ("zero storage timeout", "storage:\n  request_timeout_seconds: 0\n", {}, [
+        "storage.request_timeout_seconds = 0", "greater than 0"]),
+    ("unknown list client", "storage:\n  list_client: boto3\n", {}, ["storage.list_client = 'boto3'", "native"]),
     ("secret in storage", "storage:\n  secret_access_key: hunter2\n", {}, [
         "storage.secret_access_key", "AWS_SECRET_ACCESS_KEY"]),
     ("secret in spark conf", "spark:\n  conf:\n    spark.hadoop.fs.s3a.access.key: AKIAABCDEFGHIJKLMNOP\n", {}, [
@@ -527,3 +530,25 @@ def test_every_policy_section_takes_its_policys_ignored_keys_and_alternative_spe
         parse_config("defaults:\n  clean:\n    hoodie.cleaner.policy.failed.writes: EAGER\n")
     with pytest.raises(ConfigError, match=r"hoodie\.cleaner\.commits\.retained"):
         parse_config("defaults:\n  archival:\n    hoodie.cleaner.commits.retained: 3\n")
+
+
+def test_storage_settings_reach_the_storage_options(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "storage:\n  endpoint_url: http://127.0.0.1:9000\n  connect_timeout_seconds: 2\n"
+        "  request_timeout_seconds: 12.5\n  list_client: pyarrow\n"
+    )
+    options = load_config(str(cfg)).storage.options(env={})
+    assert (options.endpoint_url, options.connect_timeout_s, options.request_timeout_s, options.list_client) == (
+        "http://127.0.0.1:9000",
+        2.0,
+        12.5,
+        "pyarrow",
+    )
+    # what Spark tasks get: the endpoint and every setting that differs from the defaults, never credentials
+    assert options.shareable() == {
+        "endpoint_url": "http://127.0.0.1:9000",
+        "connect_timeout_s": 2.0,
+        "request_timeout_s": 12.5,
+        "list_client": "pyarrow",
+    }
