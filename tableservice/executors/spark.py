@@ -154,7 +154,10 @@ def _warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
     # `fill_null` and the merge use): pay it here, not in the first task of the worker.
     pa.scalar(False, pa.bool_())
     _raise_malloc_mmap_threshold()
-    warm_kernels()
+    try:
+        warm_kernels()
+    except Exception as e:  # only speed is lost: the first tasks pay what the warm-up would have (a full TMPDIR...)
+        log.warning("warming the worker's kernels failed: %s", e)
     _release_unused_memory()
     _forget_zip_importers()
     for batch in batches:
@@ -206,6 +209,14 @@ def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str])
     task (no stat: the task's run time, records read and object-store requests by kind as JSON), each with the
     Python worker's peak RSS so far (KiB)."""
     _idle_release.busy()
+    _use_system_allocator()  # a worker Spark started after the warm-up (it replaces idle ones) was not warmed
+    try:
+        yield from _run_tasks(batches, payload)
+    finally:
+        _idle_release.idle()  # the worker may idle until the next job (a failed task's memory is released too)
+
+
+def _run_tasks(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
     token = _task_context_token()
     _forget_zip_importers()  # for the next Spark task this worker runs
     storages: dict[str, Storage] = {}
@@ -248,7 +259,6 @@ def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str])
                 "requests": pa.array(rows["requests"], pa.string()),
             }
         )
-    _idle_release.idle()  # the worker may idle until the next job
 
 
 def task_payload(tasks: Sequence[Task], storage_options: StorageOptions | None) -> list[str]:

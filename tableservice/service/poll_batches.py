@@ -9,7 +9,8 @@ listings still overlap). The daemon batches only the polls of tables whose last 
 table's first poll (which reads its properties) and a busy table's take hops of their own, so that a slow poll
 does not hold idle ones back.
 
-Until `run` is serving (and after it stops), a poll takes its own hop, as before.
+Until `run` is serving (and after it stops), a poll takes its own hop, as before. A poll whose caller was cancelled
+while it waited is not run; one still queued when `run` stops is not run either (its caller gets a retryable error).
 """
 
 from __future__ import annotations
@@ -33,12 +34,15 @@ class _Poll(Generic[T]):
     result: T | None = None
     error: BaseException | None = None
     ran: bool = False
+    cancelled: bool = False  # its caller is gone (the table no longer served, the daemon stopping)
 
     def run(self) -> None:
+        if self.cancelled:
+            return
         self.ran = True
         try:
             self.result = self.fn()
-        except Exception as e:  # handed to the table's own task, which raises it as a lone poll would
+        except BaseException as e:  # handed to the table's own task, which raises it as a lone poll would
             self.error = e
 
 
@@ -62,45 +66,53 @@ class PollBatches:
         item: _Poll[T] = _Poll(fn)
         self._queue.append(item)  # type: ignore[arg-type]
         self._ready.set()
-        await item.done.wait()
+        try:
+            await item.done.wait()
+        except BaseException:  # cancelled: a poll nobody waits for is not run (a removed table's, for one)
+            item.cancelled = True
+            raise
         if item.error is not None:
             raise item.error
-        if not item.ran:  # its hop ended before reaching it (the daemon stopping)
+        if not item.ran:  # the batches stopped before its hop (the daemon stopping)
             raise RetryableError("the poll did not run: the daemon is stopping")
         return item.result  # type: ignore[return-value]
 
     async def run(self) -> None:
-        """Serve the batches until cancelled; polls still queued then take their own hops."""
+        """Serve the batches until cancelled; polls still queued then are not run: their callers get a retryable
+        error (the daemon is stopping: a poll against a stalled store must not hold its shutdown)."""
         slots = anyio.Semaphore(self.max_concurrent)
         self._serving = True
         try:
             async with anyio.create_task_group() as tg:
-                while True:
-                    await self._ready.wait()
-                    self._ready = anyio.Event()
-                    await anyio.sleep(self.window_seconds)  # the polls due about now join
-                    while self._queue:
-                        await slots.acquire()
-                        batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
-                        tg.start_soon(self._hop, batch, slots)
+                try:
+                    while True:
+                        await self._ready.wait()
+                        self._ready = anyio.Event()
+                        await anyio.sleep(self.window_seconds)  # the polls due about now join
+                        while self._queue:
+                            await slots.acquire()
+                            batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+                            tg.start_soon(self._hop, batch, slots)
+                except BaseException:
+                    self._serving = False  # hops under way stop after the poll they are running
+                    raise
         finally:
             self._serving = False
-            with anyio.CancelScope(shield=True):
-                while self._queue:
-                    item = self._queue.popleft()
-                    await anyio.to_thread.run_sync(item.run)
-                    item.done.set()
+            while self._queue:
+                self._queue.popleft().done.set()
 
     async def _hop(self, batch: list[_Poll[object]], slots: anyio.Semaphore) -> None:
         self.hops += 1
         try:
-            await anyio.to_thread.run_sync(_run_all, batch)
+            await anyio.to_thread.run_sync(_run_all, batch, lambda: self._serving)
         finally:
             slots.release()
             for item in batch:
                 item.done.set()
 
 
-def _run_all(batch: list[_Poll[object]]) -> None:
+def _run_all(batch: list[_Poll[object]], serving: Callable[[], bool]) -> None:
     for item in batch:
+        if not serving():
+            return
         item.run()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -147,6 +148,7 @@ class Storage:
         self._s3: pafs.S3FileSystem | None = None
         self._boto: Any = None
         self._lister: S3Lister | None = None
+        self._lister_guard = threading.Lock()
 
     # --- resolution --------------------------------------------------------------------------------
 
@@ -206,11 +208,14 @@ class Storage:
 
     def _s3_lister(self) -> S3Lister:
         if self._lister is None:
-            o = self.options
-            creds = None
-            if o.access_key_id and o.secret_access_key:
-                creds = Credentials(o.access_key_id, o.secret_access_key, o.session_token or None)
-            self._lister = S3Lister(o.endpoint_url, o.region, creds, (o.connect_timeout_s, o.request_timeout_s))
+            with self._lister_guard:  # one lister (one pool, one page cache) for every thread
+                if self._lister is None:
+                    o = self.options
+                    creds = None
+                    if o.access_key_id and o.secret_access_key:
+                        creds = Credentials(o.access_key_id, o.secret_access_key, o.session_token or None)
+                    timeouts = (o.connect_timeout_s, o.request_timeout_s)
+                    self._lister = S3Lister(o.endpoint_url, o.region, creds, timeouts)
         return self._lister
 
     def is_local(self, location: str) -> bool:

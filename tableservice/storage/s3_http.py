@@ -36,9 +36,13 @@ class Connection:
         if not name or not port.isdigit():
             name, port = host, "443" if tls else "80"
         sock = socket.create_connection((name.strip("[]"), int(port)), timeout=connect_timeout)
-        sock.settimeout(request_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock: socket.socket = tls.wrap_socket(sock, server_hostname=name) if tls is not None else sock
+        try:  # the TLS handshake is part of connecting: within the connect timeout
+            self.sock: socket.socket = tls.wrap_socket(sock, server_hostname=name) if tls is not None else sock
+        except BaseException:
+            sock.close()
+            raise
+        self.sock.settimeout(request_timeout)
         self._buf = bytearray()
 
     def close(self) -> None:
@@ -47,10 +51,11 @@ class Connection:
     def closed_by_peer(self) -> bool:
         """Whether an idle connection has something to read: the server's close (or stray bytes: unusable too)."""
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            poller = select.poll()  # not select(): it refuses descriptors past 1023
+            poller.register(self.sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+            return bool(poller.poll(0))
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     def _more(self) -> None:
         data = self.sock.recv(_CHUNK)

@@ -40,7 +40,8 @@ from tableservice.storage.s3_http import CONNECT_TIMEOUT, REQUEST_TIMEOUT, Conne
 from tableservice.storage.s3_sign import Credentials, CredentialSource, Signer, canonical_query
 
 ATTEMPTS = 3  # as pyarrow's and botocore's default retry strategies
-PAGE_CACHE = 4096  # pages of folder listings kept with their entries (a timeline page is a few KB)
+PAGE_CACHE_BYTES = 32 << 20  # answers of one-page folder listings kept with their entries (a timeline: a few KB)
+PAGE_CACHE_MAX_BODY = 256 << 10  # larger answers (a partition of hundreds of files) are read each time
 _RETRY_CODES = frozenset({"SlowDown", "InternalError", "RequestTimeout", "ServiceUnavailable", "Throttling"})
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
@@ -87,6 +88,7 @@ class S3Lister:
         # The last answer to each page request of a folder listing, with its entries: an idle table's timeline
         # answers the same bytes poll after poll, and comparing them costs a fraction of reading them again.
         self._pages: OrderedDict[tuple[str, str], tuple[bytes, tuple[Entry, ...], str | None]] = OrderedDict()
+        self._page_bytes = 0  # the answers' bytes, and about as much again for their entries (`_weight`)
 
     def close(self) -> None:
         with self._guard:
@@ -138,7 +140,8 @@ class S3Lister:
         out: builtins.list[Entry],
         seen: set[str],
     ) -> str | None:
-        """`_page`, or for a folder listing whose page answered the bytes it answered last time, its entries then."""
+        """`_page`, or for a one-page folder listing that answered the bytes it answered last time, its entries then.
+        Only small one-page answers are kept (`PAGE_CACHE_MAX_BODY`), within `PAGE_CACHE_BYTES` in all."""
         if not recursive:  # a recursive page's folders depend on the pages before it: read each time
             with self._guard:
                 last = self._pages.get(request)
@@ -152,11 +155,17 @@ class S3Lister:
             token = _page(body, prefix, recursive, out, seen)
         except (ValueError, UnicodeDecodeError) as e:
             raise StorageError(f"listing failed: {e}", path=location) from None
-        if not recursive:
+        one_page = token is None and "continuation-token" not in request[1]
+        if not recursive and one_page and len(body) <= PAGE_CACHE_MAX_BODY:
             with self._guard:
+                previous = self._pages.pop(request, None)
+                if previous is not None:
+                    self._page_bytes -= _weight(previous[0])
                 self._pages[request] = (body, tuple(out[start:]), token)
-                while len(self._pages) > PAGE_CACHE:
-                    self._pages.popitem(last=False)
+                self._page_bytes += _weight(body)
+                while self._page_bytes > PAGE_CACHE_BYTES and self._pages:
+                    _, (old_body, _, _) = self._pages.popitem(last=False)
+                    self._page_bytes -= _weight(old_body)
         return token
 
     def _get(self, location: str, bucket: str, query: str) -> bytes | None:
@@ -166,7 +175,10 @@ class S3Lister:
         attempt = 0
         while True:
             attempt += 1
-            creds = self._credentials.current()
+            try:
+                creds = self._credentials.current()
+            except Exception as e:  # botocore's (a missing profile, a failing credential process): typed here
+                raise StorageError(f"listing failed: no usable AWS credentials: {e}", path=location) from e
             if creds is None:
                 raise StorageError("listing failed: no AWS credentials found", path=location)
             headers = self._signer.headers(creds, host, path, query)
@@ -223,6 +235,11 @@ class S3Lister:
         return status, body
 
 
+def _weight(body: bytes) -> int:
+    """What a kept page costs: its answer and, about as large, the entries read from it."""
+    return 2 * len(body)
+
+
 @lru_cache(maxsize=4096)
 def _query(params: tuple[tuple[str, str], ...]) -> str:
     """`canonical_query`, kept for the folders polled again and again."""
@@ -261,6 +278,7 @@ _SIZE = re.compile(r"<Size>(\d+)</Size>")
 _MODIFIED = re.compile(r"<LastModified>([^<]*)</LastModified>")
 _TRUNCATED = re.compile(r"<IsTruncated>\s*true\s*</IsTruncated>")
 _TOKEN = re.compile(r"<NextContinuationToken>([^<]*)</NextContinuationToken>")
+_ENCODED = re.compile(r"<EncodingType>\s*url\s*</EncodingType>")
 
 
 def _text(raw: str, encoded: bool = True) -> str:
@@ -278,16 +296,17 @@ def _page(body: bytes, prefix: str, recursive: bool, out: list[Entry], seen: set
     text = body.decode()
     if not _LIST_RESULT.search(text):
         raise ValueError(f"not a ListObjectsV2 answer: {text[:200]!r}")
+    encoded = _ENCODED.search(text) is not None  # a store that ignores `encoding-type=url` sends keys as they are
     cut = len(prefix)
     for raw in _PREFIX.findall(text):
-        folder = _text(raw)[cut:].rstrip("/")
+        folder = _text(raw, encoded)[cut:].rstrip("/")
         if folder:
             out.append(Entry(folder, 0, 0, True))
     for block in _CONTENTS.findall(text):
         key, size_m, modified = _KEY.search(block), _SIZE.search(block), _MODIFIED.search(block)
         if key is None or size_m is None or modified is None:
             raise ValueError(f"a listed object without key, size or time: {block[:200]!r}")
-        rel = _text(key.group(1))[cut:]
+        rel = _text(key.group(1), encoded)[cut:]
         size = int(size_m.group(1))
         if not rel:
             continue  # the folder's own marker

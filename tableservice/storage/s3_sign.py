@@ -19,6 +19,7 @@ import datetime
 import hashlib
 import hmac
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -35,26 +36,37 @@ class Credentials:
 
 
 class CredentialSource:
-    """Explicit keys, or botocore's default chain (resolved once, refreshed by botocore as they near expiry)."""
+    """Explicit keys, or botocore's default chain (refreshed by botocore as they near expiry). A chain that found
+    nothing is asked again after `RETRY_SECONDS` (an instance profile or IRSA not yet reachable at start)."""
+
+    RETRY_SECONDS = 30.0
 
     def __init__(self, explicit: Credentials | None) -> None:
         self._explicit = explicit
         self._chain: Any = None
+        self._missing_since: float | None = None
         self._guard = threading.Lock()
 
     def current(self) -> Credentials | None:
-        """The credentials to sign the next request with; None when no source has any."""
+        """The credentials to sign the next request with; None when no source has any. botocore's own errors
+        (a profile that does not exist, a credential process that fails) propagate: the caller types them."""
         if self._explicit is not None:
             return self._explicit
-        if self._chain is None:
+        chain = self._chain
+        if chain is None:
             with self._guard:
-                if self._chain is None:
+                now = time.monotonic()
+                if self._chain is None and (
+                    self._missing_since is None or now - self._missing_since >= self.RETRY_SECONDS
+                ):
                     import boto3
 
-                    self._chain = boto3.Session().get_credentials() or False
-        if not self._chain:
+                    self._chain = boto3.Session().get_credentials()
+                    self._missing_since = None if self._chain is not None else now
+                chain = self._chain
+        if chain is None:
             return None
-        frozen = self._chain.get_frozen_credentials()
+        frozen = chain.get_frozen_credentials()
         return Credentials(frozen.access_key, frozen.secret_key, frozen.token or None)
 
 

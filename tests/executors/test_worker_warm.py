@@ -91,3 +91,43 @@ def test_a_worker_releases_memory_once_idle_not_between_back_to_back_tasks(monke
     idle.idle()
     time.sleep(0.5)
     assert len(released) == 1 and released[0] - started >= 0.2
+
+
+def test_a_warm_up_whose_kernels_fail_still_starts_the_worker() -> None:
+    """Warming the kernels writes a temporary Parquet file: where that fails (a full or read-only TMPDIR) the worker
+    still answers the warm-up (Spark counts as up), on the system allocator, and says why in its log."""
+    code = (
+        "import logging, sys\n"
+        "import pyarrow as pa\n"
+        "import tableservice.hudi.action.warm as warm\n"
+        "def broken():\n"
+        "    raise OSError(28, 'No space left on device')\n"
+        "warm.warm_kernels = broken\n"
+        "logging.basicConfig(stream=sys.stdout, format='%(levelname)s %(message)s')\n"
+        "from tableservice.executors.spark import _warm_worker\n"
+        "out = list(_warm_worker([pa.RecordBatch.from_pydict({'id': [0, 1]})]))\n"
+        "print(out[0].num_rows, pa.default_memory_pool().backend_name)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "WARNING warming the worker's kernels failed: [Errno 28] No space left on device"
+    assert lines[-1] == "2 system"
+
+
+def test_tasks_run_on_the_system_allocator_in_a_worker_never_warmed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python worker Spark starts later (replacing an idle one) runs tasks without a warm-up: they switch it."""
+    code = (
+        "import pyarrow as pa\n"
+        "from tableservice.executors.spark import _run_task_batches\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+        "list(_run_task_batches([], []))\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    assert done.stdout.split() == ["mimalloc", "system"]

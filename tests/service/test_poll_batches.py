@@ -79,13 +79,18 @@ async def test_without_the_batches_running_a_poll_takes_its_own_hop() -> None:
     assert (batches.polls, batches.hops) == (1, 1)
 
 
-async def test_polls_queued_when_the_batches_stop_still_run() -> None:
-    """The runner cancelled while polls wait in its window: its clean-up runs them, each caller gets its value."""
+async def test_polls_queued_when_the_batches_stop_are_not_run() -> None:
+    """The runner cancelled while polls wait in its window (the daemon stopping): they are not run (a stalled store
+    must not hold the shutdown); their callers get a retryable error, and later polls go alone."""
     batches = PollBatches(window_seconds=5.0)  # a window the test never reaches
-    got: dict[str, str] = {}
+    ran: list[str] = []
+    got: dict[str, object] = {}
 
     async def ask(value: str) -> None:
-        got[value] = await batches.poll(lambda: value.upper())
+        try:
+            got[value] = await batches.poll(lambda: ran.append(value))
+        except RetryableError as e:
+            got[value] = e
 
     with anyio.fail_after(5):
         async with anyio.create_task_group() as callers:
@@ -102,8 +107,107 @@ async def test_polls_queued_when_the_batches_stop_still_run() -> None:
             await anyio.sleep(0.05)
             assert got == {}  # still in the window
             runner.cancel()
-    assert got == {"a": "A", "b": "B"}
+    assert ran == []
+    assert sorted(got) == ["a", "b"] and all(isinstance(e, RetryableError) for e in got.values())
     assert await batches.poll(lambda: "after") == "after"  # no runner now: alone
+
+
+async def test_a_hop_under_way_when_the_batches_stop_ends_after_its_current_poll() -> None:
+    batches = PollBatches(window_seconds=0.01, max_batch=8, max_concurrent=1)
+    started = threading.Event()
+    release = threading.Event()
+    ran: list[int] = []
+
+    def slow(i: int) -> int:
+        started.set()
+        release.wait(5)
+        ran.append(i)
+        return i
+
+    got: dict[int, object] = {}
+
+    async def ask(i: int) -> None:
+        try:
+            got[i] = await batches.poll(lambda: slow(i))
+        except RetryableError as e:
+            got[i] = e
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as callers:
+            runner = anyio.CancelScope()
+
+            async def run() -> None:
+                with runner:
+                    await batches.run()
+
+            callers.start_soon(run)
+            await anyio.sleep(0.01)
+            for i in range(4):
+                callers.start_soon(ask, i)
+            await anyio.to_thread.run_sync(started.wait, 5)  # the hop runs its first poll
+            runner.cancel()
+            await anyio.sleep(0.05)
+            release.set()
+    assert len(ran) == 1  # the poll under way finished; the other three of its hop were not run
+    assert got[ran[0]] == ran[0]
+    assert sum(isinstance(v, RetryableError) for v in got.values()) == 3
+
+
+async def test_a_cancelled_callers_poll_is_not_run() -> None:
+    """A table removed while its poll waits in the window: the poll is not run (it would bring back the metrics
+    and priority state the daemon just dropped for that table)."""
+    batches = PollBatches(window_seconds=0.1)
+    ran: list[str] = []
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(batches.run)
+            await anyio.sleep(0.01)
+            gone = anyio.CancelScope()
+
+            async def removed_table() -> None:
+                with gone:
+                    await batches.poll(lambda: ran.append("removed"))
+
+            tg.start_soon(removed_table)
+            await anyio.sleep(0.02)
+            gone.cancel()
+
+            def kept() -> str:
+                ran.append("kept")
+                return "kept"
+
+            assert await batches.poll(kept) == "kept"
+            tg.cancel_scope.cancel()
+    assert ran == ["kept"]
+
+
+async def test_a_base_exception_of_one_poll_reaches_its_caller_and_the_batch_goes_on() -> None:
+    batches = PollBatches(window_seconds=0.02)
+    outcome: dict[str, object] = {}
+
+    class Stop(BaseException):
+        pass
+
+    def stops() -> None:
+        raise Stop()
+
+    async def ask(name: str, fn: object) -> None:
+        try:
+            outcome[name] = await batches.poll(fn)  # type: ignore[arg-type]
+        except Stop as e:
+            outcome[name] = e
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(batches.run)
+        await anyio.sleep(0.01)
+        async with anyio.create_task_group() as callers:
+            callers.start_soon(ask, "stops", stops)
+            await anyio.sleep(0)
+            callers.start_soon(ask, "after", lambda: "fine")
+        tg.cancel_scope.cancel()
+    assert isinstance(outcome["stops"], Stop)
+    assert outcome["after"] == "fine"
+    assert batches.hops == 1
 
 
 async def test_a_poll_whose_hop_never_reached_it_is_a_retryable_error() -> None:
