@@ -84,9 +84,22 @@ class ClusteringTask:
         return cls(**data)
 
 
+def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One array of a column's chunks; strings and binaries with 64-bit offsets when their bytes pass 32-bit ones
+    (a group's sort column of more than 2 GiB)."""
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    if column.nbytes >= 1 << 31:
+        if pa.types.is_string(column.type):
+            column = column.cast(pa.large_string())
+        elif pa.types.is_binary(column.type):
+            column = column.cast(pa.large_binary())
+    return column.combine_chunks()
+
+
 def _rank(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Dense rank of a column's values (nulls last), as uint64."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    array = _combined(column)
     ranks = np.asarray(pc.rank(array, sort_keys="ascending", tiebreaker="dense"))
     return ranks.astype(np.uint64)
 
@@ -121,7 +134,7 @@ def sort_order(table: pa.Table, columns: Sequence[str], layout: str) -> pa.Array
         return pa.array(np.argsort(z_order_key(table, columns), kind="stable"))
     if len(columns) == 1:
         # One column: sorting it alone (chunks combined) is cheaper than sorting the table by it; same order.
-        column = table.column(columns[0]).combine_chunks()
+        column = _combined(table.column(columns[0]))
         return pc.array_sort_indices(column, order="ascending", null_placement="at_end")
     return pc.sort_indices(table, [(c, "ascending") for c in columns])
 
