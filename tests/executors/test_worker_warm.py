@@ -108,16 +108,12 @@ def test_a_warm_up_whose_kernels_fail_still_starts_the_worker() -> None:
         "out = list(_warm_worker([pa.RecordBatch.from_pydict({'id': [0, 1]})]))\n"
         "print(out[0].num_rows, pa.default_memory_pool().backend_name)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
-    )
-    lines = done.stdout.strip().splitlines()
+    lines = _python_without_pool_setting(code).strip().splitlines()
     assert lines[0] == "WARNING warming the worker's kernels failed: [Errno 28] No space left on device"
     assert lines[-1] == "2 system"
 
 
-def test_tasks_run_on_the_system_allocator_in_a_worker_never_warmed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tasks_run_on_the_system_allocator_in_a_worker_never_warmed() -> None:
     """A Python worker Spark starts later (replacing an idle one) runs tasks without a warm-up: they switch it."""
     code = (
         "import pyarrow as pa\n"
@@ -126,8 +122,13 @@ def test_tasks_run_on_the_system_allocator_in_a_worker_never_warmed(monkeypatch:
         "list(_run_task_batches([], []))\n"
         "print(pa.default_memory_pool().backend_name)\n"
     )
+    assert _python_without_pool_setting(code).split() == ["mimalloc", "system"]
+
+
+def _python_without_pool_setting(code: str) -> str:
+    """What `code` prints in a fresh interpreter (a fresh Python worker) with pyarrow's default memory pool."""
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
     )
-    assert done.stdout.split() == ["mimalloc", "system"]
+    return done.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import anyio
+import anyio.abc
 import pytest
 
 from tableservice.errors import RetryableError, StorageError
@@ -17,6 +18,33 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def _start_runner(batches: PollBatches, tg: anyio.abc.TaskGroup) -> anyio.CancelScope:
+    """Run the batches in `tg` under a scope of their own: cancelling it stops them (the daemon stopping) while the
+    callers in `tg` go on."""
+    runner = anyio.CancelScope()
+
+    async def run() -> None:
+        with runner:
+            await batches.run()
+
+    tg.start_soon(run)
+    return runner
+
+
+async def _ask(
+    batches: PollBatches,
+    key: object,
+    fn: object,
+    got: dict[object, object],
+    catch: tuple[type[BaseException], ...] = (RetryableError,),
+) -> None:
+    """One caller: its poll's value, or the error of `catch` it got, into `got[key]`."""
+    try:
+        got[key] = await batches.poll(fn)  # type: ignore[arg-type]
+    except catch as e:
+        got[key] = e
 
 
 def _thread_of(tag: int) -> tuple[int, int]:
@@ -49,23 +77,17 @@ async def test_polls_of_one_moment_share_a_hop_and_get_their_own_results() -> No
 
 async def test_an_error_reaches_only_its_own_caller() -> None:
     batches = PollBatches(window_seconds=0.02)
-    outcome: dict[str, object] = {}
+    outcome: dict[object, object] = {}
 
     def broken() -> int:
         raise StorageError("listing failed", path="s3://b/t/.hoodie")
-
-    async def ask(name: str, fn: object) -> None:
-        try:
-            outcome[name] = await batches.poll(fn)  # type: ignore[arg-type]
-        except StorageError as e:
-            outcome[name] = e
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(batches.run)
         await anyio.sleep(0.01)
         async with anyio.create_task_group() as callers:
-            callers.start_soon(ask, "bad", broken)
-            callers.start_soon(ask, "good", lambda: 7)
+            callers.start_soon(_ask, batches, "bad", broken, outcome, (StorageError,))
+            callers.start_soon(_ask, batches, "good", lambda: 7, outcome)
         tg.cancel_scope.cancel()
     assert outcome["good"] == 7
     error = outcome["bad"]
@@ -84,31 +106,19 @@ async def test_polls_queued_when_the_batches_stop_are_not_run() -> None:
     must not hold the shutdown); their callers get a retryable error, and later polls go alone."""
     batches = PollBatches(window_seconds=5.0)  # a window the test never reaches
     ran: list[str] = []
-    got: dict[str, object] = {}
-
-    async def ask(value: str) -> None:
-        try:
-            got[value] = await batches.poll(lambda: ran.append(value))
-        except RetryableError as e:
-            got[value] = e
+    got: dict[object, object] = {}
 
     with anyio.fail_after(5):
         async with anyio.create_task_group() as callers:
-            runner = anyio.CancelScope()
-
-            async def run() -> None:
-                with runner:
-                    await batches.run()
-
-            callers.start_soon(run)
+            runner = _start_runner(batches, callers)
             await anyio.sleep(0.01)
-            callers.start_soon(ask, "a")
-            callers.start_soon(ask, "b")
+            for value in ("a", "b"):
+                callers.start_soon(_ask, batches, value, lambda v=value: ran.append(v), got)
             await anyio.sleep(0.05)
             assert got == {}  # still in the window
             runner.cancel()
     assert ran == []
-    assert sorted(got) == ["a", "b"] and all(isinstance(e, RetryableError) for e in got.values())
+    assert set(got) == {"a", "b"} and all(isinstance(e, RetryableError) for e in got.values())
     assert await batches.poll(lambda: "after") == "after"  # no runner now: alone
 
 
@@ -124,26 +134,14 @@ async def test_a_hop_under_way_when_the_batches_stop_ends_after_its_current_poll
         ran.append(i)
         return i
 
-    got: dict[int, object] = {}
-
-    async def ask(i: int) -> None:
-        try:
-            got[i] = await batches.poll(lambda: slow(i))
-        except RetryableError as e:
-            got[i] = e
+    got: dict[object, object] = {}
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as callers:
-            runner = anyio.CancelScope()
-
-            async def run() -> None:
-                with runner:
-                    await batches.run()
-
-            callers.start_soon(run)
+            runner = _start_runner(batches, callers)
             await anyio.sleep(0.01)
             for i in range(4):
-                callers.start_soon(ask, i)
+                callers.start_soon(_ask, batches, i, lambda i=i: slow(i), got)
             await anyio.to_thread.run_sync(started.wait, 5)  # the hop runs its first poll
             runner.cancel()
             await anyio.sleep(0.05)
@@ -183,7 +181,7 @@ async def test_a_cancelled_callers_poll_is_not_run() -> None:
 
 async def test_a_base_exception_of_one_poll_reaches_its_caller_and_the_batch_goes_on() -> None:
     batches = PollBatches(window_seconds=0.02)
-    outcome: dict[str, object] = {}
+    outcome: dict[object, object] = {}
 
     class Stop(BaseException):
         pass
@@ -191,19 +189,13 @@ async def test_a_base_exception_of_one_poll_reaches_its_caller_and_the_batch_goe
     def stops() -> None:
         raise Stop()
 
-    async def ask(name: str, fn: object) -> None:
-        try:
-            outcome[name] = await batches.poll(fn)  # type: ignore[arg-type]
-        except Stop as e:
-            outcome[name] = e
-
     async with anyio.create_task_group() as tg:
         tg.start_soon(batches.run)
         await anyio.sleep(0.01)
         async with anyio.create_task_group() as callers:
-            callers.start_soon(ask, "stops", stops)
+            callers.start_soon(_ask, batches, "stops", stops, outcome, (Stop,))
             await anyio.sleep(0)
-            callers.start_soon(ask, "after", lambda: "fine")
+            callers.start_soon(_ask, batches, "after", lambda: "fine", outcome)
         tg.cancel_scope.cancel()
     assert isinstance(outcome["stops"], Stop)
     assert outcome["after"] == "fine"
