@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import TableServiceError
-from tableservice.executors.spark import SparkExecutor, encode_task_error, spark_job
+from tableservice.executors.spark import SparkExecutor, spark_job
+from tableservice.executors.worker import encode_task_error
 from tableservice.hudi.action.compact import CompactionTask, slice_at, task_reader
 from tableservice.hudi.action.indexing import PartitionWriter, records_writer
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks

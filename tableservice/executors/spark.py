@@ -19,29 +19,28 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from tableservice import errors
 from tableservice.errors import (
-    PermanentError,
-    RetryableError,
     SparkJobError,
     SparkUnavailableError,
-    TableServiceError,
 )
 from tableservice.executors.jvm_output import classic_session
-from tableservice.hudi.action.tasks import Task, run_task, task_from_json
-from tableservice.hudi.file_group.records_read import counting_records
+from tableservice.executors.worker import (
+    RESULT_SCHEMA,
+    decode_task_error,
+    no_task_results,
+    task_worker,
+    warm_worker,
+)
+from tableservice.hudi.action.tasks import Task
 from tableservice.hudi.models import HoodieWriteStat
-from tableservice.storage import Storage, StorageOptions
-from tableservice.storage.requests import counting
+from tableservice.storage import StorageOptions
 
 log = logging.getLogger(__name__)
 
@@ -62,135 +61,6 @@ def job_tag(table: str, action: str, instant: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.:=-]", "_", f"tableservice:{table}:{action}:{instant}")
 
 
-def _task_context_token() -> str:
-    """`<partitionId>-<stageId>-<attemptNumber>` of the running Spark task (Hudi's write token)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    if ctx is None:
-        return "0-0-0"
-    return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}"
-
-
-def _peak_rss_kb() -> int:
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-
-def _forget_zip_importers() -> None:
-    """Drop the zip importers Python cached for `pyspark.zip` and `py4j-*.zip` (one per package imported from
-    them). PySpark's worker calls `importlib.invalidate_caches()` before every Spark task, and on Python 3.11 each
-    cached zip importer then re-reads its whole archive's directory: about 0.15 CPU s per Spark task in a worker
-    that imported PySpark's SQL modules. Modules already imported stay; an import that needs the archive again
-    makes a new importer (from the directory Python keeps per archive)."""
-    import zipimport
-
-    for path, finder in list(sys.path_importer_cache.items()):
-        if isinstance(finder, zipimport.zipimporter):
-            del sys.path_importer_cache[path]
-
-
-def _raise_malloc_mmap_threshold() -> None:
-    """glibc's malloc serves blocks above its mmap threshold (128 KiB at first) from fresh mappings, returned to
-    the OS on free and faulted in page by page on the next allocation; freeing such a block raises the threshold to
-    its size (up to 32 MiB). One 32 MiB block freed here keeps a task's numpy arrays on the heap: measured on a
-    clustering group of 500k rows, its first run in a fresh process took 0.76 system CPU s without this, 0.24 s
-    with it (other allocators: a harmless allocation)."""
-    block = np.ones(32 << 20, dtype=np.uint8)
-    del block
-
-
-def _use_system_allocator() -> None:
-    """Arrow buffers from glibc's malloc (Arrow's system pool) unless ARROW_DEFAULT_MEMORY_POOL names a pool.
-    pyarrow's default, mimalloc, served a worker's first clustering group (500k rows) with 0.4-0.8 system CPU s
-    more than later groups (huge pages faulted in); glibc: 0.1-0.2 s, and no more user time. Buffers already
-    allocated go back to the pool they came from."""
-    if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        pa.set_memory_pool(pa.system_memory_pool())
-
-
-def _release_unused_memory() -> None:
-    """Give the memory Arrow's pool keeps cached back to the OS (`malloc_trim` for glibc): about 10-20 ms after a
-    clustering group of 500k rows, RSS back from about 450 to 150 MiB."""
-    pa.default_memory_pool().release_unused()
-
-
-RELEASE_AFTER_IDLE_SECONDS = 5.0
-
-
-class _IdleRelease:
-    """Releases a worker's cached memory once it has run no Spark task for `RELEASE_AFTER_IDLE_SECONDS`: an idle
-    worker does not keep a task's peak resident, and a job that follows another at once reuses the memory instead
-    of faulting it in again (about 0.2 system CPU s per worker for a clustering group of 500k rows)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-
-    def busy(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-
-    def idle(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = threading.Timer(RELEASE_AFTER_IDLE_SECONDS, _release_unused_memory)
-            self._timer.daemon = True
-            self._timer.start()
-
-
-_idle_release = _IdleRelease()
-
-
-def _warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-    from tableservice.hudi.action.warm import warm_kernels
-
-    _use_system_allocator()
-    # pyarrow imports pandas (about 0.3 CPU s) the first time it converts a Python value (`pa.scalar`, which
-    # `fill_null` and the merge use): pay it here, not in the first task of the worker.
-    pa.scalar(False, pa.bool_())
-    _raise_malloc_mmap_threshold()
-    try:
-        warm_kernels()
-    except Exception as e:  # only speed is lost: the first tasks pay what the warm-up would have (a full TMPDIR...)
-        log.warning("warming the worker's kernels failed: %s", e)
-    _release_unused_memory()
-    _forget_zip_importers()
-    for batch in batches:
-        yield pa.RecordBatch.from_pydict({"pid": pa.array([os.getpid()] * batch.num_rows, pa.int64())})
-
-
-def _no_task_results(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-    """Rows shaped like a task's measurements (`_run_task_batches`), one per input row, for nothing run."""
-    for batch in batches:
-        n = batch.num_rows
-        yield pa.RecordBatch.from_pydict(
-            {
-                "stat": pa.nulls(n, pa.string()),
-                "peak_rss_kb": pa.array([_peak_rss_kb()] * n, pa.int64()),
-                "task_seconds": pa.array([0.0] * n, pa.float64()),
-                "records_read": pa.array([0] * n, pa.int64()),
-                "requests": pa.array(["{}"] * n, pa.string()),
-            }
-        )
-
-
-def _task_worker(payload: Sequence[str]) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
-    """The function Spark runs over a range of task indexes (the task list travels with the function)."""
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return _run_task_batches(batches, payload)
-
-    return run
-
-
-_RESULT_SCHEMA = "stat string, peak_rss_kb long, task_seconds double, records_read long, requests string"
-
-
 @dataclass(frozen=True)
 class JobResult:
     """What one action's job did: the write stats of every file written, and what its tasks measured themselves
@@ -202,63 +72,6 @@ class JobResult:
     records_read: int = 0
     peak_rss_kb: int = 0
     requests: dict[str, int] = field(default_factory=dict)
-
-
-def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
-    """Executor side of a job: task indexes in; out, one row per file written (its write stat JSON) and one per
-    task (no stat: the task's run time, records read and object-store requests by kind as JSON), each with the
-    Python worker's peak RSS so far (KiB)."""
-    _idle_release.busy()
-    _use_system_allocator()  # a worker Spark started after the warm-up (it replaces idle ones) was not warmed
-    try:
-        yield from _run_tasks(batches, payload)
-    finally:
-        _idle_release.idle()  # the worker may idle until the next job (a failed task's memory is released too)
-
-
-def _run_tasks(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
-    token = _task_context_token()
-    _forget_zip_importers()  # for the next Spark task this worker runs
-    storages: dict[str, Storage] = {}
-    for batch in batches:
-        rows: dict[str, list[Any]] = {
-            "stat": [],
-            "peak_rss_kb": [],
-            "task_seconds": [],
-            "records_read": [],
-            "requests": [],
-        }
-        for index in batch.column(0).to_pylist():
-            task = task_from_json(payload[index])
-            opts = task.extra.get("storage_options", "{}")
-            storage = storages.get(opts)
-            if storage is None:
-                storage = storages[opts] = Storage(StorageOptions(**json.loads(opts)) if opts != "{}" else None)
-            started = time.monotonic()
-            try:
-                with counting_records() as records, counting(isolated=True) as requests:
-                    written = run_task(storage, task, token)
-            except TableServiceError as e:  # travels to the driver inside Spark's error text
-                raise RuntimeError(encode_task_error(e, task.table_name)) from e
-            measured = [(None, time.monotonic() - started, records.records, json.dumps(requests.counts()))]
-            for stat, seconds, count, made in [
-                *((w.model_dump_json(by_alias=True), 0.0, 0, None) for w in written),
-                *measured,
-            ]:
-                rows["stat"].append(stat)
-                rows["peak_rss_kb"].append(_peak_rss_kb())
-                rows["task_seconds"].append(seconds)
-                rows["records_read"].append(count)
-                rows["requests"].append(made)
-        yield pa.RecordBatch.from_pydict(
-            {
-                "stat": pa.array(rows["stat"], pa.string()),
-                "peak_rss_kb": pa.array(rows["peak_rss_kb"], pa.int64()),
-                "task_seconds": pa.array(rows["task_seconds"], pa.float64()),
-                "records_read": pa.array(rows["records_read"], pa.int64()),
-                "requests": pa.array(rows["requests"], pa.string()),
-            }
-        )
 
 
 def task_payload(tasks: Sequence[Task], storage_options: StorageOptions | None) -> list[str]:
@@ -393,9 +206,9 @@ class SparkExecutor:
         (measured on the first clustering job of `bench.clustering`: 0.86-0.94 JVM CPU s without, 0.42-0.45 s
         with them)."""
         slots = self.task_slots() or 1
-        self.session.range(0, slots, 1, slots).mapInArrow(_warm_worker, "pid long").collect()
+        self.session.range(0, slots, 1, slots).mapInArrow(warm_worker, "pid long").collect()
         for _ in range(2):
-            self.session.range(0, slots, 1, slots).mapInArrow(_no_task_results, _RESULT_SCHEMA).collect()
+            self.session.range(0, slots, 1, slots).mapInArrow(no_task_results, RESULT_SCHEMA).collect()
 
     def task_slots(self) -> int | None:
         """How many tasks run at once: N of a local[N] master (the cores for local[*]); None when unknown (a
@@ -451,7 +264,7 @@ class SparkExecutor:
         with spark_job(spark, tag, description):
             # Task i is row i of a range: no shuffle, and each Spark task runs its share of the operations.
             df = spark.range(0, len(payload), 1, partitions)
-            rows = df.mapInArrow(_task_worker(payload), _RESULT_SCHEMA).collect()
+            rows = df.mapInArrow(task_worker(payload), RESULT_SCHEMA).collect()
         peak = max((int(r["peak_rss_kb"]) for r in rows), default=0)
         self.last_peak_rss_kb = peak
         return JobResult(
@@ -505,39 +318,6 @@ def balanced(payload: Sequence[str], weights: Sequence[int], partitions: int) ->
         bins[cycle[turn % len(cycle)]].append(i)
         turn += 1
     return [payload[i] for b in bins for i in b]
-
-
-_TASK_ERROR = re.compile(r"<tableservice-task-error>(.*?)</tableservice-task-error>", re.DOTALL)
-
-
-def encode_task_error(error: TableServiceError, table: str) -> str:
-    """A typed error of a task, as text that survives Spark's wrapping of worker exceptions."""
-    fields = {
-        "class": type(error).__name__,
-        "problem": error.problem,
-        "table": error.table or table,
-        "path": error.path,
-        "retryable": error.retryable,
-    }
-    return f"<tableservice-task-error>{json.dumps(fields)}</tableservice-task-error>"
-
-
-def decode_task_error(text: str) -> TableServiceError | None:
-    """The typed error a task raised, from the text of the Spark error that carried it (None: not ours)."""
-    found = _TASK_ERROR.search(text)
-    if found is None:
-        return None
-    try:
-        fields = json.loads(found.group(1))
-        cls = getattr(errors, str(fields["class"]), None)
-        if not (isinstance(cls, type) and issubclass(cls, TableServiceError)):
-            cls = RetryableError if fields.get("retryable") else PermanentError
-        problem, table, path = str(fields["problem"]), fields.get("table"), fields.get("path")
-    except (ValueError, KeyError, TypeError):
-        return None
-    error = cls.__new__(cls)
-    TableServiceError.__init__(error, problem, table=table, path=path)
-    return error
 
 
 def short_error(e: BaseException) -> str:

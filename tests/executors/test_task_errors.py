@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tableservice.errors import CorruptFileError, FileMissingError, TableServiceError
-from tableservice.executors.spark import decode_task_error, encode_task_error, short_error
+from tableservice.executors.spark import short_error
+from tableservice.executors.worker import decode_task_error, encode_task_error
 from tableservice.service.compaction import execute_compaction
 from tests.support.daemon_helpers import with_pending_compaction
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tableservice.executors import spark
-from tableservice.executors.spark import _forget_zip_importers
+from tableservice.executors import worker
+from tableservice.executors.worker import _forget_zip_importers
 
 
 def _zip_importers(archive: Path) -> list[str]:
@@ -48,9 +48,9 @@ def test_zip_importers_are_forgotten_and_imports_still_work(tmp_path: Path, monk
 def test_warm_worker_pays_pyarrows_pandas_import(tmp_path: Path) -> None:
     code = (
         "import os, sys, pyarrow as pa\n"
-        "from tableservice.executors.spark import _warm_worker\n"
+        "from tableservice.executors.worker import warm_worker\n"
         "assert 'pandas' not in sys.modules\n"
-        "out = list(_warm_worker([pa.RecordBatch.from_pydict({'id': [0, 1]})]))\n"
+        "out = list(warm_worker([pa.RecordBatch.from_pydict({'id': [0, 1]})]))\n"
         "print(out[0].column(0).to_pylist() == [os.getpid()] * 2, 'pandas' in sys.modules,\n"
         "      'tableservice.hudi.file_group.bloom' in sys.modules, pa.default_memory_pool().backend_name)\n"
     )
@@ -67,8 +67,8 @@ def test_warm_worker_pays_pyarrows_pandas_import(tmp_path: Path) -> None:
 def test_warm_worker_keeps_a_memory_pool_named_in_the_environment() -> None:
     code = (
         "import pyarrow as pa\n"
-        "from tableservice.executors.spark import _warm_worker\n"
-        "list(_warm_worker([pa.RecordBatch.from_pydict({'id': [0]})]))\n"
+        "from tableservice.executors.worker import warm_worker\n"
+        "list(warm_worker([pa.RecordBatch.from_pydict({'id': [0]})]))\n"
         "print(pa.default_memory_pool().backend_name)\n"
     )
     env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
@@ -80,9 +80,9 @@ def test_warm_worker_keeps_a_memory_pool_named_in_the_environment() -> None:
 
 def test_a_worker_releases_memory_once_idle_not_between_back_to_back_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     released: list[float] = []
-    monkeypatch.setattr(spark, "_release_unused_memory", lambda: released.append(time.monotonic()))
-    monkeypatch.setattr(spark, "RELEASE_AFTER_IDLE_SECONDS", 0.2)
-    idle = spark._IdleRelease()
+    monkeypatch.setattr(worker, "_release_unused_memory", lambda: released.append(time.monotonic()))
+    monkeypatch.setattr(worker, "RELEASE_AFTER_IDLE_SECONDS", 0.2)
+    idle = worker._IdleRelease()
     idle.idle()
     idle.busy()  # the next task came at once
     time.sleep(0.4)
@@ -104,8 +104,8 @@ def test_a_warm_up_whose_kernels_fail_still_starts_the_worker() -> None:
         "    raise OSError(28, 'No space left on device')\n"
         "warm.warm_kernels = broken\n"
         "logging.basicConfig(stream=sys.stdout, format='%(levelname)s %(message)s')\n"
-        "from tableservice.executors.spark import _warm_worker\n"
-        "out = list(_warm_worker([pa.RecordBatch.from_pydict({'id': [0, 1]})]))\n"
+        "from tableservice.executors.worker import warm_worker\n"
+        "out = list(warm_worker([pa.RecordBatch.from_pydict({'id': [0, 1]})]))\n"
         "print(out[0].num_rows, pa.default_memory_pool().backend_name)\n"
     )
     lines = _python_without_pool_setting(code).strip().splitlines()
@@ -117,7 +117,7 @@ def test_tasks_run_on_the_system_allocator_in_a_worker_never_warmed() -> None:
     """A Python worker Spark starts later (replacing an idle one) runs tasks without a warm-up: they switch it."""
     code = (
         "import pyarrow as pa\n"
-        "from tableservice.executors.spark import _run_task_batches\n"
+        "from tableservice.executors.worker import _run_task_batches\n"
         "print(pa.default_memory_pool().backend_name)\n"
         "list(_run_task_batches([], []))\n"
         "print(pa.default_memory_pool().backend_name)\n"
