@@ -85,10 +85,7 @@ class S3Lister:
         self._credentials = CredentialSource(credentials)
         self._pools: dict[tuple[bool, str], Pool] = {}
         self._guard = threading.Lock()
-        # The last answer to each page request of a folder listing, with its entries: an idle table's timeline
-        # answers the same bytes poll after poll, and comparing them costs a fraction of reading them again.
-        self._pages: OrderedDict[tuple[str, str], tuple[bytes, tuple[Entry, ...], str | None]] = OrderedDict()
-        self._page_bytes = 0  # the answers' bytes, and about as much again for their entries (`_weight`)
+        self._pages = _PageCache()
 
     def close(self) -> None:
         with self._guard:
@@ -140,32 +137,19 @@ class S3Lister:
         out: builtins.list[Entry],
         seen: set[str],
     ) -> str | None:
-        """`_page`, or for a one-page folder listing that answered the bytes it answered last time, its entries then.
-        Only small one-page answers are kept (`PAGE_CACHE_MAX_BODY`), within `PAGE_CACHE_BYTES` in all."""
-        if not recursive:  # a recursive page's folders depend on the pages before it: read each time
-            with self._guard:
-                last = self._pages.get(request)
-                if last is not None:
-                    self._pages.move_to_end(request)
-            if last is not None and last[0] == body:
-                out.extend(last[1])
-                return last[2]
+        """`_page`, or for a one-page folder listing that answered the bytes it answered last time, its entries then
+        (a recursive page's folders depend on the pages before it: read each time)."""
+        kept = None if recursive else self._pages.get(request, body)
+        if kept is not None:
+            out.extend(kept)
+            return None  # only one-page answers are kept
         start = len(out)
         try:
             token = _page(body, prefix, recursive, out, seen)
         except (ValueError, UnicodeDecodeError) as e:
             raise StorageError(f"listing failed: {e}", path=location) from None
-        one_page = token is None and "continuation-token" not in request[1]
-        if not recursive and one_page and len(body) <= PAGE_CACHE_MAX_BODY:
-            with self._guard:
-                previous = self._pages.pop(request, None)
-                if previous is not None:
-                    self._page_bytes -= _weight(previous[0])
-                self._pages[request] = (body, tuple(out[start:]), token)
-                self._page_bytes += _weight(body)
-                while self._page_bytes > PAGE_CACHE_BYTES and self._pages:
-                    _, (old_body, _, _) = self._pages.popitem(last=False)
-                    self._page_bytes -= _weight(old_body)
+        if not recursive and token is None and "continuation-token" not in request[1]:
+            self._pages.keep(request, body, tuple(out[start:]))
         return token
 
     def _get(self, location: str, bucket: str, query: str) -> bytes | None:
@@ -235,9 +219,38 @@ class S3Lister:
         return status, body
 
 
-def _weight(body: bytes) -> int:
-    """What a kept page costs: its answer and, about as large, the entries read from it."""
-    return 2 * len(body)
+class _PageCache:
+    """The last answer to each one-page folder listing, with its entries: an idle table's timeline answers the same
+    bytes poll after poll, and comparing them costs a fraction of reading them again. Only answers of up to
+    `PAGE_CACHE_MAX_BODY` bytes are kept, `PAGE_CACHE_BYTES` in all (each counted twice: the entries read from an
+    answer take about as much again), least recently used first out."""
+
+    def __init__(self) -> None:
+        self._pages: OrderedDict[tuple[str, str], tuple[bytes, tuple[Entry, ...]]] = OrderedDict()
+        self._bytes = 0
+        self._guard = threading.Lock()
+
+    def get(self, request: tuple[str, str], body: bytes) -> tuple[Entry, ...] | None:
+        """The entries kept for `request` when its answer is `body` again, else None."""
+        with self._guard:
+            last = self._pages.get(request)
+            if last is None:
+                return None
+            self._pages.move_to_end(request)
+        return last[1] if last[0] == body else None
+
+    def keep(self, request: tuple[str, str], body: bytes, entries: tuple[Entry, ...]) -> None:
+        if len(body) > PAGE_CACHE_MAX_BODY:
+            return
+        with self._guard:
+            previous = self._pages.pop(request, None)
+            if previous is not None:
+                self._bytes -= 2 * len(previous[0])
+            self._pages[request] = (body, entries)
+            self._bytes += 2 * len(body)
+            while self._bytes > PAGE_CACHE_BYTES:
+                _, (old, _) = self._pages.popitem(last=False)
+                self._bytes -= 2 * len(old)
 
 
 @lru_cache(maxsize=4096)

@@ -280,3 +280,24 @@ def test_a_kept_alive_connection_the_server_closed_is_reopened(auth_moto: AuthMo
     finally:
         breaker.shutdown()
         breaker.server_close()
+
+
+def test_the_page_cache_keeps_small_answers_within_its_bytes_least_recently_used_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tableservice.storage import s3_list
+
+    monkeypatch.setattr(s3_list, "PAGE_CACHE_BYTES", 2 * 250)  # each answer counts twice: room for 250 bytes
+    monkeypatch.setattr(s3_list, "PAGE_CACHE_MAX_BODY", 150)
+    cache = s3_list._PageCache()
+    entry = s3_list.Entry("x", 1, 2, False)
+    cache.keep(("b", "q1"), b"1" * 100, (entry,))
+    cache.keep(("b", "q2"), b"2" * 100, ())
+    cache.keep(("b", "big"), b"3" * 151, (entry,))  # over the largest answer kept
+    assert cache.get(("b", "big"), b"3" * 151) is None
+    assert cache.get(("b", "q1"), b"1" * 100) == (entry,)  # q1 now the most recently used
+    assert cache.get(("b", "q1"), b"1" * 99) is None  # another answer: read it again
+    cache.keep(("b", "q3"), b"4" * 100, (entry, entry))  # 300 bytes > 250: the least recent (q2) goes
+    assert cache.get(("b", "q2"), b"2" * 100) is None
+    assert cache.get(("b", "q1"), b"1" * 100) == (entry,)
+    assert cache.get(("b", "q3"), b"4" * 100) == (entry, entry)
