@@ -57,10 +57,11 @@ class PollBatches:
         self.hops = 0  # thread hops taken for polls (batched or alone), for tests and benchmarks
         self.polls = 0
 
-    async def poll(self, fn: Callable[[], T]) -> T:
-        """`fn()` in a worker thread, in a batch with the other polls of about the same moment."""
+    async def poll(self, fn: Callable[[], T], *, alone: bool = False) -> T:
+        """`fn()` in a worker thread, in a batch with the other polls of about the same moment; `alone`: in a hop
+        of its own (a table's first poll, a busy table's)."""
         self.polls += 1
-        if not self._serving:
+        if alone or not self._serving:
             self.hops += 1
             return await anyio.to_thread.run_sync(fn)
         item: _Poll[T] = _Poll(fn)

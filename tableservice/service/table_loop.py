@@ -106,7 +106,7 @@ class TableLoop:
         due = False
         try:
             poll = partial(self._poll_in_thread, worker, due_at)
-            due, key = await (self.polls.poll(poll) if batched else anyio.to_thread.run_sync(poll))
+            due, key = await self.polls.poll(poll, alone=not batched)
             failed: list[Failure] = []
             if due and not self.stopping and not self.priority.backing_off(worker):
                 async with self.capacity.slot(key, self.priority.group(worker)):

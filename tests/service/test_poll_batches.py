@@ -101,6 +101,18 @@ async def test_without_the_batches_running_a_poll_takes_its_own_hop() -> None:
     assert (batches.polls, batches.hops) == (1, 1)
 
 
+async def test_a_poll_asked_alone_takes_its_own_hop_while_the_batches_run() -> None:
+    """A table's first poll and a busy table's: not held in the window, not sharing a hop with idle tables'."""
+    batches = PollBatches(window_seconds=5.0)  # a batched poll would wait 5 s
+    with anyio.fail_after(2):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(batches.run)
+            await anyio.sleep(0.01)
+            assert await batches.poll(lambda: "first", alone=True) == "first"
+            tg.cancel_scope.cancel()
+    assert (batches.polls, batches.hops) == (1, 1)
+
+
 async def test_polls_queued_when_the_batches_stop_are_not_run() -> None:
     """The runner cancelled while polls wait in its window (the daemon stopping): they are not run (a stalled store
     must not hold the shutdown); their callers get a retryable error, and later polls go alone."""
