@@ -25,7 +25,7 @@ from tableservice.hudi.file_group.records_read import counting_records
 from tableservice.storage import Storage, StorageOptions
 from tableservice.storage.requests import counting
 
-log = logging.getLogger("tableservice.executors.spark")
+log = logging.getLogger(__name__)
 
 
 def _task_context_token() -> str:
