@@ -106,7 +106,7 @@ class Daemon(TableLoop):
             wait_budget=service.wait_budget_seconds,
         )
         self.capacity = GroupCapacity(service.max_concurrent_actions, self.priority.group_limits())
-        self.polls = PollBatches()  # idle tables' polls share worker-thread hops
+        self.polls = PollBatches(_poll_window(service.poll_interval_seconds))  # idle tables wait and poll together
         self.tables: dict[str, TableTask] = {}
         self.state = RunState.STARTING
         self._stop_event = anyio.Event()
@@ -328,6 +328,7 @@ class Daemon(TableLoop):
             await self._sync_tables_now(tg, named)
 
     async def _sync_tables_now(self, tg: TaskGroup, named: list[TableEntry] | None) -> None:
+        rescan = named is None  # under the configuration the served tables were set up with
         if named is None:
             served = {task.worker.label: uri for uri, task in self.tables.items()}
             try:
@@ -347,6 +348,8 @@ class Daemon(TableLoop):
                 self.priority.forget(task.worker.label)
                 log.info("no longer serving %s", uri)
         for uri, entry in wanted.items():
+            if rescan and uri in self.tables:
+                continue  # served already, with these settings and locks
             settings = table_settings(self.config, entry)
             try:
                 locks = await anyio.to_thread.run_sync(self.locks.for_table, self.config, entry)
@@ -405,6 +408,7 @@ class Daemon(TableLoop):
             wait_budget=new.service.wait_budget_seconds,
         )
         self.capacity.configure(new.service.max_concurrent_actions, self.priority.group_limits())
+        self.polls.window_seconds = _poll_window(new.service.poll_interval_seconds)
         await self._sync_tables(tg, named)
         log.info("configuration reloaded: %d tables", len(self.tables))
 
@@ -421,6 +425,12 @@ class Daemon(TableLoop):
                 await self._reload(tg)
             elif self.config.discovery and ticks % rescan_every == 0:
                 await self._sync_tables(tg)
+
+
+def _poll_window(poll_interval: float) -> float:
+    """How early an idle table may be polled to share a hop: 2% of the poll interval, at most 0.2 s (the jitter
+    between tables' polls is 10% by default)."""
+    return min(0.2, 0.02 * poll_interval)
 
 
 def _mtime(path: str) -> float | None:

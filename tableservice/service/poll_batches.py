@@ -1,49 +1,84 @@
-"""Polls of many tables share worker-thread hops.
+"""Idle tables wait in one schedule, and their polls share worker-thread hops.
 
-Every table's worker polls on its own schedule, and a poll is blocking work (a timeline listing), so it runs in a
-worker thread. A hop to a thread and back costs the event loop and the thread more CPU than an idle table's poll
-itself (about 0.1 ms of CPU each way, wake-ups included, against 0.15 ms for the poll). With a thousand tables that
-is most of the daemon's idle CPU. `PollBatches` gathers the polls asked for within `window_seconds` and runs them
-one after another in one hop, up to `max_batch` per hop and `max_concurrent` hops at once (so that a slow store's
-listings still overlap). The daemon batches only the polls of tables whose last poll found nothing to do: a
-table's first poll (which reads its properties) and a busy table's take hops of their own, so that a slow poll
-does not hold idle ones back.
+A poll is blocking work (a timeline listing), so it runs in a worker thread. For a table whose last poll found
+nothing to do, the poll itself is cheap (about 0.15 ms of CPU on local disk), and what surrounds it costs more: its
+task's timer and wake-up, a cancel scope, events, and a thread hop there and back. With a thousand tables that is
+most of the daemon's idle CPU.
 
-Until `run` is serving (and after it stops), a poll takes its own hop, as before. A poll whose caller was cancelled
-while it waited is not run; one still queued when `run` stops is not run either (its caller gets a retryable error).
+So an idle table's task *parks* here (`PollBatches.park`) until it has something to do, instead of waking for
+every poll. One scheduler (`run`) keeps the parked tables in a heap by due time; when the first is due, it takes
+every parked table due within `window_seconds` (polled that much early at most), up to `max_batch` of them, and
+polls them one after another in one thread hop (at most `max_concurrent` hops at once, so that a slow store's
+listings still overlap). Back in the event loop, each poll's result is *settled* by the table's own rule
+(`settle`): when the table stays idle, the rule gives its next due time and the table stays parked (its task does
+not wake); otherwise (work to do, an error, or the rule says so) the result is handed back and the task wakes.
+
+A table's task that is woken from outside (a stop, a request of the table-service-manager endpoint) leaves the
+schedule: a poll not yet started is not run (`park` returns None: the task polls itself); one under way is waited
+for and its result handed back. A table's first poll and a busy table's take a hop of their own (`poll`).
+
+Until `run` is serving (and after it stops), a parked table waits for its due time or a wake and then polls in a
+hop of its own, as a busy table does. Polls still queued when `run` stops are not run (a stalled store must not
+hold the daemon's shutdown): their tables are handed back without a result.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import enum
+import heapq
+import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
-
-from tableservice.errors import RetryableError
 
 T = TypeVar("T")
 
 
-@dataclass
-class _Poll(Generic[T]):
-    fn: Callable[[], T]
-    done: anyio.Event = field(default_factory=anyio.Event)
-    result: T | None = None
+@dataclass(frozen=True)
+class Polled(Generic[T]):
+    """A parked table's poll handed back to its task: the poll's value, or the error it raised."""
+
+    value: T | None
     error: BaseException | None = None
+
+    def get(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+class _State(enum.Enum):
+    QUEUED = "queued"  # in the schedule, waiting for its due time
+    RUNNING = "running"  # taken into a hop
+    DONE = "done"  # handed back to its task
+    GONE = "gone"  # its task left (woken, cancelled): nothing more is done for it
+
+
+@dataclass(eq=False)
+class _Parked(Generic[T]):
+    due_at: float
+    poll: Callable[[float], T]
+    settle: Callable[[T], float | None]
+    wake: anyio.Event
+    state: _State = _State.QUEUED
     ran: bool = False
-    cancelled: bool = False  # its caller is gone (the table no longer served, the daemon stopping)
+    value: T | None = None
+    error: BaseException | None = None
+    outcome: Polled[T] | None = None
+    withdrawn: bool = False  # its task was woken while its poll ran: the result goes to the task, unsettled
+    finished: anyio.Event | None = field(default=None, repr=False)
 
     def run(self) -> None:
-        if self.cancelled:
+        if self.state is not _State.RUNNING:
             return
-        self.ran = True
         try:
-            self.result = self.fn()
-        except BaseException as e:  # handed to the table's own task, which raises it as a lone poll would
+            self.value = self.poll(self.due_at)
+        except BaseException as e:  # handed to the table's own task, which raises it as its own poll would
             self.error = e
+        self.ran = True
 
 
 class PollBatches:
@@ -51,69 +86,148 @@ class PollBatches:
         self.window_seconds = window_seconds
         self.max_batch = max_batch
         self.max_concurrent = max_concurrent
-        self._queue: deque[_Poll[object]] = deque()
-        self._ready = anyio.Event()
+        self._heap: list[tuple[float, int, _Parked[Any]]] = []
+        self._order = itertools.count()
+        self._pushed = anyio.Event()
         self._serving = False
         self.hops = 0  # thread hops taken for polls (batched or alone), for tests and benchmarks
         self.polls = 0
+        self.handed_back = 0  # parked polls whose result woke their task
 
-    async def poll(self, fn: Callable[[], T], *, alone: bool = False) -> T:
-        """`fn()` in a worker thread, in a batch with the other polls of about the same moment; `alone`: in a hop
-        of its own (a table's first poll, a busy table's)."""
+    @property
+    def parked(self) -> int:
+        """Tables waiting in the schedule."""
+        return sum(1 for _, _, entry in self._heap if entry.state is _State.QUEUED)
+
+    async def poll(self, fn: Callable[[], T]) -> T:
+        """`fn()` in a worker thread of its own (a table's first poll, a busy table's)."""
         self.polls += 1
-        if alone or not self._serving:
-            self.hops += 1
-            return await anyio.to_thread.run_sync(fn)
-        item: _Poll[T] = _Poll(fn)
-        self._queue.append(item)  # type: ignore[arg-type]
-        self._ready.set()
+        self.hops += 1
+        return await anyio.to_thread.run_sync(fn)
+
+    async def park(
+        self, due_at: float, poll: Callable[[float], T], settle: Callable[[T], float | None], wake: anyio.Event
+    ) -> Polled[T] | None:
+        """Wait until the table has something to do: `poll(due)` runs in a shared hop at each due time (from
+        `due_at` on), and `settle(value)`, in the event loop, gives the next due time or None to hand the value
+        back. Returns the poll handed back (its value or error), or None when `wake` was set from outside before
+        a poll started (the caller polls itself)."""
+        if not self._serving:
+            with anyio.move_on_after(max(0.0, due_at - time.monotonic())):
+                await wake.wait()
+            return None
+        entry: _Parked[T] = _Parked(due_at, poll, settle, wake)
+        self._push(entry)
         try:
-            await item.done.wait()
-        except BaseException:  # cancelled: a poll nobody waits for is not run (a removed table's, for one)
-            item.cancelled = True
+            await wake.wait()
+            if entry.state is _State.RUNNING:  # woken from outside while its poll runs: wait for that poll
+                entry.withdrawn = True
+                entry.finished = anyio.Event()
+                await entry.finished.wait()
+        except BaseException:  # cancelled (the table no longer served, the daemon stopping): its poll is not run
+            entry.state = _State.GONE
             raise
-        if item.error is not None:
-            raise item.error
-        if not item.ran:  # the batches stopped before its hop (the daemon stopping)
-            raise RetryableError("the poll did not run: the daemon is stopping")
-        return item.result  # type: ignore[return-value]
+        if entry.state is _State.QUEUED:
+            entry.state = _State.GONE
+            return None
+        return entry.outcome
+
+    def _push(self, entry: _Parked[Any]) -> None:
+        entry.state = _State.QUEUED
+        earliest = self._heap[0][0] if self._heap else None
+        heapq.heappush(self._heap, (entry.due_at, next(self._order), entry))
+        if earliest is None or entry.due_at < earliest:
+            self._pushed.set()
 
     async def run(self) -> None:
-        """Serve the batches until cancelled; polls still queued then are not run: their callers get a retryable
-        error (the daemon is stopping: a poll against a stalled store must not hold its shutdown)."""
+        """Serve the schedule until cancelled; tables still queued then are handed back without a poll."""
         slots = anyio.Semaphore(self.max_concurrent)
         self._serving = True
         try:
             async with anyio.create_task_group() as tg:
                 try:
                     while True:
-                        await self._ready.wait()
-                        self._ready = anyio.Event()
-                        await anyio.sleep(self.window_seconds)  # the polls due about now join
-                        while self._queue:
-                            await slots.acquire()
-                            batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
-                            tg.start_soon(self._hop, batch, slots)
+                        batch = await self._next_batch()
+                        await slots.acquire()
+                        tg.start_soon(self._hop, batch, slots)
                 except BaseException:
                     self._serving = False  # hops under way stop after the poll they are running
                     raise
         finally:
             self._serving = False
-            while self._queue:
-                self._queue.popleft().done.set()
+            while self._heap:
+                _, _, entry = heapq.heappop(self._heap)
+                if entry.state is _State.QUEUED:
+                    self._hand_back(entry, None)
 
-    async def _hop(self, batch: list[_Poll[object]], slots: anyio.Semaphore) -> None:
+    async def _next_batch(self) -> list[_Parked[Any]]:
+        """Wait for the earliest due table; it and the tables due within the window (at most `max_batch`)."""
+        heap = self._heap
+        while True:
+            while heap and heap[0][2].state is not _State.QUEUED:
+                heapq.heappop(heap)  # tables that left the schedule
+            if not heap:
+                wait = None
+            else:
+                wait = heap[0][0] - time.monotonic()
+                if wait <= 0:
+                    break
+            self._pushed = anyio.Event()
+            with anyio.move_on_after(wait if wait is not None else float("inf")):
+                await self._pushed.wait()
+        horizon = time.monotonic() + self.window_seconds
+        batch: list[_Parked[Any]] = []
+        while heap and heap[0][0] <= horizon and len(batch) < self.max_batch:
+            _, _, entry = heapq.heappop(heap)
+            if entry.state is _State.QUEUED:
+                entry.state = _State.RUNNING
+                batch.append(entry)
+        return batch
+
+    async def _hop(self, batch: list[_Parked[Any]], slots: anyio.Semaphore) -> None:
         self.hops += 1
         try:
             await anyio.to_thread.run_sync(_run_all, batch, lambda: self._serving)
         finally:
             slots.release()
-            for item in batch:
-                item.done.set()
+            for entry in batch:
+                self._settle(entry)
+
+    def _settle(self, entry: _Parked[Any]) -> None:
+        if entry.finished is not None:
+            entry.finished.set()
+        if entry.state is not _State.RUNNING:
+            return
+        if not entry.ran:  # the schedule stopped before its poll
+            self._hand_back(entry, None)
+            return
+        self.polls += 1
+        polled: Polled[Any] = Polled(entry.value, entry.error)
+        entry.ran, entry.value, entry.error = False, None, None
+        if polled.error is not None or entry.withdrawn or not self._serving:
+            self._hand_back(entry, polled)
+            return
+        try:
+            next_due = entry.settle(polled.value)
+        except Exception as e:  # a bug in the rule: the table's task meets it as its poll's error
+            self._hand_back(entry, Polled(None, e))
+            return
+        if next_due is None:
+            self._hand_back(entry, polled)
+        else:
+            entry.due_at = next_due
+            self._push(entry)
+
+    def _hand_back(self, entry: _Parked[Any], polled: Polled[Any] | None) -> None:
+        entry.state = _State.DONE
+        entry.outcome = polled
+        if polled is not None:
+            self.handed_back += 1
+        entry.wake.set()
 
 
-def _run_all(batch: list[_Poll[object]], serving: Callable[[], bool]) -> None:
-    for item in batch:
+def _run_all(batch: list[_Parked[Any]], serving: Callable[[], bool]) -> None:
+    for entry in batch:
         if not serving():
             return
-        item.run()
+        entry.run()

@@ -1,6 +1,7 @@
 """Each served table's task in the daemon: wait for its next poll (or a wake), poll, run a pass when one is needed,
-and act on the outcome (back-off, quarantine, health). Idle tables' polls share worker-thread hops
-(`poll_batches`); passes take a slot of the daemon's capacity in priority order."""
+and act on the outcome (back-off, quarantine, health). A table whose last poll found nothing to do parks in the
+daemon's idle schedule (`poll_batches`): its polls share worker-thread hops with other idle tables', and its task
+wakes only when a poll finds work or fails. Passes take a slot of the daemon's capacity in priority order."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import anyio
 from tableservice.config import DaemonConfig
 from tableservice.errors import RetryableError, TableServiceError
 from tableservice.metrics import Metrics
-from tableservice.service.poll_batches import PollBatches
+from tableservice.service.poll_batches import PollBatches, Polled
 from tableservice.service.priority import PriorityKey, PriorityPolicy
 from tableservice.service.quotas import GroupCapacity
 from tableservice.service.table_state import Failure, TableHealth, TableStatus
@@ -36,8 +37,8 @@ class TableTask:
     wake: anyio.Event = field(default_factory=anyio.Event)
     """Set to start the table's next pass now: a stop, or a request through the table-service-manager endpoint."""
     idle: bool = False
-    """Its last poll found nothing to do: the next one shares a thread hop with other idle tables' polls
-    (`PollBatches`). A table's first poll, and a busy table's, take a hop of their own."""
+    """Its last poll found nothing to do: it parks in the idle schedule (`PollBatches.park`) until a poll finds
+    work. A table's first poll, and a busy table's, take a hop of their own."""
 
 
 class TableLoop:
@@ -69,8 +70,13 @@ class TableLoop:
             delay = 0.0
             while not self.stopping:
                 due_at = time.monotonic() + delay
-                with anyio.move_on_after(delay):
-                    await task.wake.wait()
+                polled: Polled[tuple[bool, PriorityKey]] | None = None
+                if task.idle:
+                    poll = partial(self._poll_in_thread, worker)
+                    polled = await self.polls.park(due_at, poll, partial(self._settle_idle, worker), task.wake)
+                else:
+                    with anyio.move_on_after(delay):
+                        await task.wake.wait()
                 task.wake = anyio.Event()  # a wake during the pass ended this wait at once; none is lost
                 if self.stopping:
                     return
@@ -84,8 +90,20 @@ class TableLoop:
                     self.metrics.set_quarantined(worker.label, False)
                 if self.tsm is not None:  # instants Hudi writers asked for go first
                     await self.tsm.run_queued(worker, self.capacity, lambda: self.stopping, self.priority.group(worker))
-                task.idle = await self._one_pass(worker, due_at, batched=task.idle)
+                task.idle = await self._one_pass(worker, due_at, polled)
                 delay = self._next_delay(worker)
+
+    def _settle_idle(self, worker: TableWorker, polled: tuple[bool, PriorityKey]) -> float | None:
+        """A parked table's poll, in the event loop: when it found nothing to do (and nothing else asks for the
+        table's task), the table's outcome is recorded as any idle poll's and it stays parked until the returned
+        time; else None: the poll goes to the table's task."""
+        due, _ = polled
+        if due or self.stopping or worker.status.quarantined_until is not None:
+            return None
+        if self.tsm is not None and self.tsm.has_queued(worker):
+            return None
+        self._succeeded(worker)
+        return time.monotonic() + self._next_delay(worker)
 
     def _poll_in_thread(self, worker: TableWorker, due_at: float | None) -> tuple[bool, PriorityKey]:
         """Poll (noting how late the poll started after it was due), say whether a pass is needed, and the
@@ -100,13 +118,18 @@ class TableLoop:
         due = worker.needs_pass()
         return due, self.priority.assess(worker, due)
 
-    async def _one_pass(self, worker: TableWorker, due_at: float | None = None, *, batched: bool = False) -> bool:
-        """Poll the table and run a pass when one is needed; whether the poll found it idle (no pass needed)."""
+    async def _one_pass(
+        self, worker: TableWorker, due_at: float | None = None, polled: Polled[tuple[bool, PriorityKey]] | None = None
+    ) -> bool:
+        """Poll the table (unless the idle schedule `polled` it) and run a pass when one is needed; whether the poll
+        found it idle (no pass needed)."""
         status = worker.status
         due = False
         try:
-            poll = partial(self._poll_in_thread, worker, due_at)
-            due, key = await self.polls.poll(poll, alone=not batched)
+            if polled is not None:
+                due, key = polled.get()
+            else:
+                due, key = await self.polls.poll(partial(self._poll_in_thread, worker, due_at))
             failed: list[Failure] = []
             if due and not self.stopping and not self.priority.backing_off(worker):
                 async with self.capacity.slot(key, self.priority.group(worker)):
@@ -127,9 +150,7 @@ class TableLoop:
             self.metrics.table_error(worker.label, e)
             log.exception("unexpected error", extra={"table": worker.label})
         if not failed:
-            held = _held_reason(status)
-            status.update(consecutive_failures=0, last_error=held)
-            status.set_health(TableHealth.DEGRADED if held else TableHealth.OK, held)
+            self._succeeded(worker)
             return not due
         error = str(failed[0].error)
         status.update(consecutive_failures=status.consecutive_failures + 1, last_error=error)
@@ -148,6 +169,12 @@ class TableLoop:
             self.metrics.set_quarantined(worker.label, True)
             log.error("quarantined for %.0fs: %s", retry.quarantine_seconds, why, extra={"table": worker.label})
         return False
+
+    def _succeeded(self, worker: TableWorker) -> None:
+        status = worker.status
+        held = _held_reason(status)
+        status.update(consecutive_failures=0, last_error=held)
+        status.set_health(TableHealth.DEGRADED if held else TableHealth.OK, held)
 
     def _pass_in_thread(self, worker: TableWorker) -> Any:
         stopping: Callable[[], bool] = lambda: self.stopping  # noqa: E731

@@ -154,6 +154,10 @@ class TableServiceManager:
         """/status: the requests per table URI."""
         return {uri: [r.to_json() for r in queue] for uri, queue in self._queues.items() if queue}
 
+    def has_queued(self, worker: TableWorker) -> bool:
+        """Whether requests of the table wait to be run (its task must wake for them; a paused table's wait)."""
+        return not worker.paused and any(not r.running for r in self._queues.get(worker.settings.uri, ()))
+
     async def run_queued(
         self, worker: TableWorker, capacity: GroupCapacity, stopping: Callable[[], bool], group: str | None = None
     ) -> None:

@@ -72,13 +72,15 @@ def test_idle_table_costs_one_listing_per_poll(metadata: bool, tmp_path: Path, s
 
 
 @pytest.mark.spark
-def test_idle_tables_polls_share_thread_hops(tmp_path: Path, spark_executor: Any) -> None:
-    """Once a table's poll finds nothing to do, its next polls join those of other idle tables in one worker-thread
-    hop (`PollBatches`); a table's first poll goes alone. Every table goes on being polled."""
+def test_idle_tables_park_and_their_polls_share_thread_hops(tmp_path: Path, spark_executor: Any) -> None:
+    """Once a table's poll finds nothing to do, the table parks in the idle schedule: its next polls join those of
+    other idle tables in one worker-thread hop, and its task is not woken while they find nothing to do; a table's
+    first poll goes alone. Every table goes on being polled."""
     paths = [mor_table(tmp_path / f"t{i}", records=50, commits=2, name=f"t{i}") for i in range(6)]
     cfg = tmp_path / "c.yaml"
     cfg.write_text(config_text(paths, max_delta_commits=50, poll=0.2))
     daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    daemon.polls.window_seconds = 0.05  # a quarter of the poll interval (the daemon's is 2% of it): shared hops
     first_polls: dict[str, float] = {}
 
     def enough() -> bool:
@@ -91,9 +93,11 @@ def test_idle_tables_polls_share_thread_hops(tmp_path: Path, spark_executor: Any
     tasks = list(daemon.tables.values())
     assert sorted(t.worker.label for t in tasks) == [f"table{i}" for i in range(6)]
     assert all(t.idle for t in tasks), [t.worker.status.last_error for t in tasks if not t.idle]
-    # polled since their first poll, through the batches
+    # polled since their first poll, through the schedule, without their tasks waking
     assert all(t.worker.status.last_poll > first_polls[t.worker.label] for t in tasks)  # type: ignore[operator]
+    assert all(t.worker.status.health == "ok" for t in tasks), [t.worker.status.health for t in tasks]
     assert daemon.polls.polls >= 60
+    assert daemon.polls.handed_back == 0
     assert daemon.polls.hops < daemon.polls.polls * 0.8, (daemon.polls.hops, daemon.polls.polls)
 
 
