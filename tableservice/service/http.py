@@ -141,7 +141,9 @@ def service_routes(
     """
 
     async def metrics_route(request: Request) -> Response:
-        body, content_type = metrics.render(request.headers.get("accept"))
+        # In a worker thread: rendering a thousand tables' series takes most of a second of CPU, and the event loop
+        # (every table's schedule) must not stop for it.
+        body, content_type = await anyio.to_thread.run_sync(metrics.render, request.headers.get("accept"))
         return Response(200, body, content_type=content_type)
 
     async def healthz_route(request: Request) -> Response:

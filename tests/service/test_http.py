@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -147,6 +148,52 @@ async def test_scrape_metrics_with_urllib() -> None:
     build = {dict(labels)["version"]: value for (name, labels), value in values.items() if name.endswith("build_info")}
     assert build == {"1.2.3": 1.0}
     assert values[("tableservice_up", ())] == 1.0
+
+
+async def test_a_scrape_renders_off_the_event_loop() -> None:
+    """Rendering a thousand tables' series takes most of a second: it runs in a worker thread, and the event loop
+    (every table's schedule) goes on meanwhile."""
+    daemon, routes = make_daemon()
+    render = daemon.metrics.render
+    rendered_in: list[int] = []
+    release = threading.Event()
+
+    def slow_render(accept: str | None = None) -> tuple[bytes, str]:
+        rendered_in.append(threading.get_ident())
+        release.wait(5)  # a long render: the loop must keep running while it lasts
+        return render(accept)
+
+    daemon.metrics.render = slow_render  # type: ignore[method-assign]
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    async with running(routes) as port, anyio.create_task_group() as tg:
+        tg.start_soon(tick)
+        scrape = partial(urllib_fetch, f"http://{HOST}:{port}/metrics")
+        got: list[tuple[int, dict[str, str], bytes]] = []
+
+        async def fetch() -> None:
+            got.append(await anyio.to_thread.run_sync(scrape))
+
+        tg.start_soon(fetch)
+        while not rendered_in:
+            await anyio.sleep(0.01)
+        before = ticks
+        await anyio.sleep(0.2)
+        during = ticks - before
+        release.set()
+        while not got:
+            await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert rendered_in[0] != threading.get_ident()
+    assert during >= 5, f"the event loop stood still during the render ({during} ticks in 0.2 s)"
+    status, _, body = got[0]
+    assert status == 200 and b"tableservice_up 1.0" in body
 
 
 async def test_metrics_openmetrics_negotiation_and_head() -> None:
