@@ -106,6 +106,26 @@ def test_build_timeline_reconciles_compaction_and_clustering() -> None:
     assert tl.completion_time("20250102000000000") == "20250102000001000"
 
 
+def test_views_of_a_timeline_are_made_once_and_match_their_filters() -> None:
+    names = [
+        "20250101000000000.compaction.requested",
+        "20250101000000000_20250101000001000.commit",
+        "20250102000000000.deltacommit.inflight",
+        "20250103000000000.compaction.requested",
+        "20250104000000000.clean.requested",
+    ]
+    tl = build_timeline([_fi(n) for n in names], 2)
+    assert [i.requested_time for i in tl.completed()] == ["20250101000000000"]
+    assert [i.requested_time for i in tl.pending()] == ["20250102000000000", "20250103000000000", "20250104000000000"]
+    assert [i.requested_time for i in tl.pending_of(Action.COMPACTION)] == ["20250103000000000"]
+    assert [i.requested_time for i in tl.pending_of(Action.CLEAN)] == ["20250104000000000"]
+    assert tl.pending_of(Action.CLUSTERING).instants == ()
+    assert tl.completed() is tl.completed() and tl.pending_of(Action.CLEAN) is tl.pending_of(Action.CLEAN)
+    # a filtered timeline has views of its own
+    assert tl.pending().completed().instants == () and tl.completed().pending().instants == ()
+    assert tl == build_timeline([_fi(n) for n in names], 2)  # the views take no part in equality
+
+
 def test_savepoint_keeps_its_commit_visible() -> None:
     names = [
         "20250101000000000.commit.requested",

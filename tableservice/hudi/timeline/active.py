@@ -37,6 +37,9 @@ class Timeline:
     layout_version: int
     # Modification times of completed files (milliseconds), for layout-1 completion times.
     completed_mtimes: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    # The views every poll asks for several times (completed, pending, pending of an action), made once: the
+    # timeline is immutable.
+    _views: dict[object, Timeline] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __iter__(self) -> Iterator[Instant]:
         return iter(self.instants)
@@ -64,10 +67,16 @@ class Timeline:
         return self.filter(lambda i: i.action in wanted)
 
     def completed(self) -> Timeline:
-        return self.filter(lambda i: i.is_completed)
+        view = self._views.get(True)
+        if view is None:
+            view = self._views[True] = self.filter(lambda i: i.is_completed)
+        return view
 
     def pending(self) -> Timeline:
-        return self.filter(lambda i: not i.is_completed)
+        view = self._views.get(False)
+        if view is None:
+            view = self._views[False] = self.filter(lambda i: not i.is_completed)
+        return view
 
     def write_instants(self) -> Timeline:
         """Instants that write data files: commit, deltacommit, replacecommit, compaction, clustering..."""
@@ -83,7 +92,10 @@ class Timeline:
         return self.filter(lambda i: i.action is Action.LOG_COMPACTION and not i.is_completed)
 
     def pending_of(self, action: Action) -> Timeline:
-        return self.filter(lambda i: i.action is action and not i.is_completed)
+        view = self._views.get(action)
+        if view is None:
+            view = self._views[action] = self.pending().filter(lambda i: i.action is action)
+        return view
 
     def savepoints(self) -> Timeline:
         return self.filter(lambda i: i.action is Action.SAVEPOINT and i.is_completed)
