@@ -286,3 +286,55 @@ def test_archival_held_back_by_a_savepoint_is_not_retried_every_poll(tmp_path: P
     remaining = [i.requested_time for i in HudiTable.open(Storage(), path).timeline().completed_writes()]
     assert freed.archived and not set(freed.archived) & set(remaining)
     assert first in freed.archived
+
+
+@pytest.mark.spark
+def test_a_discovery_rescan_sets_up_only_the_tables_it_finds_new(tmp_path: Path, spark_executor: Any) -> None:
+    """A rescan runs under the configuration the served tables were set up with: their settings and lock clients
+    are not made again (a thousand tables would each cost a lock client and a thread hop per rescan); a new table
+    under the root is set up and served."""
+    root = tmp_path / "root"
+    mor_table(root / "a", records=40, commits=1, name="a")
+    mor_table(root / "b", records=40, commits=1, name="b")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"""\
+service:
+  poll_interval_seconds: 0.2
+  http: {{host: 127.0.0.1, port: 0}}
+discovery:
+  - root: {root}
+    max_depth: 1
+defaults:
+  compaction: {{hoodie.compact.inline.max.delta.commits: 50}}
+""")
+    daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+    set_up: list[str] = []
+    scans: list[float] = []
+    for_table, named_entries = daemon.locks.for_table, daemon._named_entries
+
+    def counted_locks(config: Any, entry: Any) -> Any:
+        set_up.append(entry.uri.rstrip("/").rsplit("/", 1)[-1])
+        return for_table(config, entry)
+
+    def counted_scan(*args: Any) -> Any:
+        scans.append(time.monotonic())
+        return named_entries(*args)
+
+    daemon.locks.for_table = counted_locks  # type: ignore[method-assign]
+    daemon._named_entries = counted_scan  # type: ignore[method-assign]
+    added: list[float] = []
+
+    def enough() -> bool:
+        if not added and len(daemon.tables) == 2:
+            mor_table(root / "c", records=40, commits=1, name="c")
+            added.append(time.monotonic())
+        return bool(added) and len(daemon.tables) == 3 and sum(s > added[0] for s in scans) >= 2
+
+    run_until(daemon, enough, timeout=60)
+    assert sorted(t.worker.settings.uri.rstrip("/").rsplit("/", 1)[-1] for t in daemon.tables.values()) == [
+        "a",
+        "b",
+        "c",
+    ]
+    assert sum(s > added[0] for s in scans) >= 2  # rescans after the new table came, the last one finding no news
+    assert sorted(set_up) == ["a", "b", "c"]  # each table set up once, at the scan that found it
