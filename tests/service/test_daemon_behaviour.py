@@ -320,8 +320,8 @@ defaults:
         scans.append(time.monotonic())
         return named_entries(*args)
 
-    daemon.locks.for_table = counted_locks  # type: ignore[method-assign]
-    daemon._named_entries = counted_scan  # type: ignore[method-assign]
+    daemon.locks.for_table = counted_locks  # type: ignore[method-assign,assignment]
+    daemon._named_entries = counted_scan  # type: ignore[method-assign,assignment]
     added: list[float] = []
 
     def enough() -> bool:
