@@ -364,6 +364,8 @@ class DeltaRecords:
         self._consolidate()
         if self._source is None or self._rows is None:
             return self.state().take(pa.array(indices))
+        if len(indices) == 0:  # a take from several chunks concatenates them first, even for no rows
+            return self._source.schema.empty_table()
         return self._source.take(pa.array(self._rows[indices]))
 
     def state_schema(self) -> pa.Schema:
