@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -132,3 +133,25 @@ def _python_without_pool_setting(code: str) -> str:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
     )
     return done.stdout
+
+
+def test_warm_worker_freezes_the_long_lived_objects_once(tmp_path: Path) -> None:
+    """After the warm-up, the objects alive then (imports) are out of the collector's generations, so that PySpark's
+    `gc.collect()` after each Spark task does not walk them; a later task does not freeze again."""
+    code = (
+        "import gc, json, pyarrow as pa\n"
+        "from tableservice.executors import worker\n"
+        "before = len(gc.get_objects())\n"
+        "list(worker.warm_worker([pa.RecordBatch.from_pydict({'id': [0]})]))\n"
+        "frozen, tracked = gc.get_freeze_count(), len(gc.get_objects())\n"
+        "worker._freeze_long_lived_objects()\n"
+        "print(json.dumps([before, frozen, tracked, gc.get_freeze_count()]))\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    before, frozen, tracked, frozen_again = json.loads(done.stdout.strip().splitlines()[-1])
+    assert frozen >= before  # everything alive before the warm-up, and what it imported
+    assert tracked < before // 20  # the generations hold only what was made after the freeze
+    assert frozen_again == frozen

@@ -139,6 +139,7 @@ def test_chunked_add_many_equals_adding_one_by_one(fixed_length: bool, monkeypat
     """Keys hashed in several chunks (one key length: slices of the input; mixed lengths: grouped by length),
     with rows of a dynamic filter switching inside chunks and then taking keys in turn."""
     monkeypatch.setattr(bloom_hash, "_CHUNK", 16)
+    monkeypatch.setattr(bloom_hash, "_SCATTER_CHUNK", 16)
     keys = [f"k{i:05d}" if fixed_length else "k" + "x" * (i % 7) + str(i) for i in range(230)]
     for make in (lambda: DynamicBloomFilter(37, 0.01, 120), lambda: SimpleBloomFilter(100, 0.01)):
         together, single = make(), make()
@@ -149,6 +150,31 @@ def test_chunked_add_many_equals_adding_one_by_one(fixed_length: bool, monkeypat
     assert len(DynamicBloomFilter(37, 0.01, 120).rows) == 1
     expected, _ = _java_rows(len(keys), 37, 120)
     assert max(expected) == 3 and expected[-1] != expected[-2]  # rows switch and are then taken in turn
+
+
+@pytest.mark.parametrize("hash_type", [MURMUR_HASH, JENKINS_HASH])
+@pytest.mark.parametrize("fixed_length", [True, False])
+def test_set_bits_sets_each_keys_positions_in_its_row(
+    hash_type: int, fixed_length: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`set_bits` (bits set pass by pass, keys of a chunk reordered by row) sets exactly the positions
+    `positions_many` gives, each key's in the row it is assigned to, rows interleaved inside chunks."""
+    monkeypatch.setattr(bloom_hash, "_SCATTER_CHUNK", 32)
+    monkeypatch.setattr(bloom_hash, "_CHUNK", 32)
+    keys = pa.array([f"k{i:05d}" if fixed_length else "k" + "\u00e9" * (i % 5) + str(i) for i in range(300)])
+    targets = np.random.default_rng(7).integers(0, 3, size=len(keys)).astype(np.int64)
+    targets[:40] = 1  # one chunk inside a single row
+    vector, nb_hash = 1009, 5
+    rows = [np.zeros(vector, dtype=np.bool_) for _ in range(3)]
+    bloom_hash.set_bits(*bloom_hash.key_bytes(keys), nb_hash, vector, hash_type, rows, targets)
+    expected = [np.zeros(vector, dtype=np.bool_) for _ in range(3)]
+    for row, positions in zip(targets, positions_many(keys, nb_hash, vector, hash_type), strict=True):
+        expected[int(row)][positions] = True
+    for got, want in zip(rows, expected, strict=True):
+        assert np.array_equal(got, want)
+    single = np.zeros(vector, dtype=np.bool_)
+    bloom_hash.set_bits(*bloom_hash.key_bytes(keys), nb_hash, vector, hash_type, [single])
+    assert np.array_equal(single, expected[0] | expected[1] | expected[2])
 
 
 def test_dynamic_round_trip_and_growth() -> None:

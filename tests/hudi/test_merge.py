@@ -421,3 +421,42 @@ def test_delta_records_inputs_and_accessors() -> None:
     two_fields = DeltaRecords(cfg(EVENT, "ts", "seq"))
     with pytest.raises(ValueError, match="struct"):
         two_fields.add_deletes(pa.array(["a"]), pa.array([3]))
+
+
+@pytest.mark.parametrize("mode", [COMMIT, EVENT])
+def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A closed-form fold keeps its input rows and the winners' positions (the merge takes what it emits in one take);
+    the merged rows, the remaining inserts and a later fold equal those of a state taken at once."""
+    from tableservice.hudi.file_group import merge as merge_module
+
+    rng = np.random.default_rng(11)
+    base = rows([f"k{i:03d}" for i in range(200)], rng.integers(0, 50, 200).tolist())
+    blocks = [
+        rows(
+            [f"k{int(i):03d}" for i in picks],
+            rng.integers(0, 60, len(picks)).tolist(),
+            [f"b{b}-{int(i)}" for i in picks],
+        )
+        for b, picks in enumerate(rng.choice(260, size=(3, 70), replace=True))
+    ]
+
+    def merged(lazy_rows_per_key: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        monkeypatch.setattr(merge_module, "_LAZY_MAX_ROWS_PER_KEY", lazy_rows_per_key)
+        delta = DeltaRecords(cfg(mode, "ts"), base.schema)
+        for block in blocks:
+            delta.add_data(block)
+        delta.add_deletes(pa.array(["k005", "k250"]), pa.array([99, 99], pa.int64()))
+        matched = delta.new_match_mask()
+        parts = [merge_base_batch(b, delta, schema=base.schema, matched=matched) for b in base.to_batches(60)]
+        inserts = remaining_inserts(delta, matched, schema=base.schema)
+        delta.add_data(rows(["k001", "k300"], [100, 1]))  # folds again, on top of the kept state
+        return pa.concat_tables(parts).to_pylist(), inserts.to_pylist(), delta.to_table().to_pylist()
+
+    lazy = merged(2)
+    eager = merged(0)
+    assert lazy == eager
+    out, inserts, later = lazy
+    assert {r[KEY] for r in inserts} == {f"k{i}" for i in range(200, 260)} & {
+        r[KEY] for b in blocks for r in b.to_pylist()
+    } - {"k250"}
+    assert "k005" not in {r[KEY] for r in out} and any(r[KEY] == "k300" for r in later)

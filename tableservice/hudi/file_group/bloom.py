@@ -57,8 +57,8 @@ from tableservice.hudi.file_group.bloom_hash import (
     key_positions,
     key_slices,
     murmur_hash,
-    position_chunks_of,
     positions_many,
+    set_bits,
 )
 
 __all__ = [
@@ -228,8 +228,7 @@ class SimpleBloomFilter:
 
     def add_many(self, keys: KeyInput) -> None:
         r = self._row
-        for _, positions in position_chunks_of(*key_bytes(keys), r.nb_hash, r.vector_size, r.hash_type, as_index=True):
-            r.bits[positions.reshape(-1)] = True
+        set_bits(*key_bytes(keys), r.nb_hash, r.vector_size, r.hash_type, [r.bits])
 
     def might_contain(self, key: str | bytes) -> bool:
         r = self._row
@@ -305,15 +304,7 @@ class DynamicBloomFilter:
     def add_many(self, keys: KeyInput) -> None:
         data, offsets = key_bytes(keys)  # checks the keys before the rows' state advances
         targets = self._assign(len(offsets) - 1)
-        chunks = position_chunks_of(data, offsets, self.nb_hash, self.vector_size, self.hash_type, as_index=True)
-        for which, positions in chunks:
-            rows = targets[which]
-            low, high = int(rows.min()), int(rows.max())
-            if low == high:  # a chunk within one row's run (bits set while the positions are in cache)
-                self.rows[low].bits[positions.reshape(-1)] = True
-                continue
-            for r in range(low, high + 1):
-                self.rows[r].bits[positions[:, rows == r].reshape(-1)] = True
+        set_bits(data, offsets, self.nb_hash, self.vector_size, self.hash_type, [r.bits for r in self.rows], targets)
 
     def might_contain(self, key: str | bytes) -> bool:
         pos = key_positions(_utf8(key), self.nb_hash, self.vector_size, self.hash_type)

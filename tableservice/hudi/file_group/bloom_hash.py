@@ -24,6 +24,7 @@ MURMUR_HASH = 1
 
 _M = np.uint32(0x5BD1E995)
 _CHUNK = 1 << 14
+_SCATTER_CHUNK = 1 << 15  # keys per chunk when bits are set pass by pass (`set_bits`): measured best of 16k-128k
 SLICE = 1 << 18
 
 KeyInput: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[str] | Sequence[bytes]
@@ -66,11 +67,12 @@ def key_bytes(keys: KeyInput) -> tuple[npt.NDArray[np.uint8], I64]:
     return data, offsets.astype(np.int64, copy=False)
 
 
-def _murmur_group(
-    rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector_size: int, as_index: bool = False
-) -> Pos | Index:
-    """Positions, shape (nb_hash, n), of keys that all have `length` bytes, given as an (n, length) matrix;
-    `as_index`: as numpy's index type (what setting bits takes without a conversion), else uint32."""
+def _murmur_passes(
+    rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector_size: int, out: Pos | Index | None = None
+) -> Iterator[Pos | Index]:
+    """The positions of keys that all have `length` bytes (an (n, length) matrix), one hash pass at a time: pass i
+    is `out[i]` when `out` (shape (nb_hash, n)) is given, else one reused buffer of numpy's index type, valid until
+    the next pass."""
     n = rows.shape[0]
     len4 = length >> 2
     words = np.ascontiguousarray(rows[:, : len4 * 4]).view("<u4")
@@ -90,10 +92,10 @@ def _murmur_group(
         if left >= 1:
             tail ^= signed[:, length - 1].astype(np.int32)
         tail_u = tail.view(np.uint32)
-        out = np.empty((nb_hash, n), dtype=np.intp if as_index else np.uint32)
         h = np.zeros(n, dtype=np.uint32)
         tmp = np.empty(n, dtype=np.uint32)
         magnitude = np.empty(n, dtype=np.uint32)
+        buffer = np.empty(n, dtype=np.intp) if out is None else None
         size = np.uint32(vector_size)
         ulen = np.uint32(length)
         s13, s15 = np.uint32(13), np.uint32(15)
@@ -116,7 +118,20 @@ def _murmur_group(
             np.abs(h.view(np.int32), out=magnitude.view(np.int32))
             np.floor_divide(magnitude, size, out=tmp)
             tmp *= size
-            np.subtract(magnitude, tmp, out=out[i])
+            target = out[i] if out is not None else buffer
+            assert target is not None
+            np.subtract(magnitude, tmp, out=target)
+            yield target
+
+
+def _murmur_group(
+    rows: npt.NDArray[np.uint8], length: int, nb_hash: int, vector_size: int, as_index: bool = False
+) -> Pos | Index:
+    """Positions, shape (nb_hash, n), of keys that all have `length` bytes, given as an (n, length) matrix;
+    `as_index`: as numpy's index type (what setting bits takes without a conversion), else uint32."""
+    out = np.empty((nb_hash, rows.shape[0]), dtype=np.intp if as_index else np.uint32)
+    for _ in _murmur_passes(rows, length, nb_hash, vector_size, out):
+        pass
     return out
 
 
@@ -256,3 +271,81 @@ def positions_many(keys: KeyInput, nb_hash: int, vector_size: int, hash_type: in
     for which, positions in position_chunks_of(data, offsets, nb_hash, vector_size, hash_type):
         out[:, which] = positions
     return out.T
+
+
+def set_bits(
+    data: npt.NDArray[np.uint8],
+    offsets: I64,
+    nb_hash: int,
+    vector_size: int,
+    hash_type: int,
+    bit_rows: Sequence[npt.NDArray[np.bool_]],
+    targets: I64 | None = None,
+) -> None:
+    """Set the bits of many keys (given as `key_bytes`) in bit vectors: key i's in `bit_rows[targets[i]]` (in
+    `bit_rows[0]` without `targets`). The bits are those of `position_chunks_of`; for Murmur they are set one hash
+    pass at a time, while that pass's positions are still in cache, instead of from a whole position matrix
+    (measured on 125k keys of 17 bytes: 19 ms instead of 27 ms, hashing included)."""
+    n = len(offsets) - 1
+    if n == 0:
+        return
+    if hash_type != MURMUR_HASH:
+        for which, positions in position_chunks_of(data, offsets, nb_hash, vector_size, hash_type, as_index=True):
+            _scatter(positions, bit_rows, None if targets is None else targets[which])
+        return
+    lengths = np.diff(offsets)
+    first = int(lengths[0])
+    if int(lengths.min()) == first == int(lengths.max()):
+        matrix = data[int(offsets[0]) : int(offsets[-1])].reshape(n, first)
+        for start in range(0, n, _SCATTER_CHUNK):
+            stop = min(n, start + _SCATTER_CHUNK)
+            rows = None if targets is None else targets[start:stop]
+            _scatter_passes(matrix[start:stop], first, nb_hash, vector_size, bit_rows, rows)
+        return
+    order = np.argsort(lengths, kind="stable")
+    bounds = np.flatnonzero(np.diff(lengths[order])) + 1
+    for group in np.split(order, bounds):
+        length = int(lengths[group[0]])
+        span = np.arange(length, dtype=np.int64)[None, :]
+        for start in range(0, len(group), _SCATTER_CHUNK):
+            idx = group[start : start + _SCATTER_CHUNK]
+            rows = None if targets is None else targets[idx]
+            _scatter_passes(data[offsets[idx][:, None] + span], length, nb_hash, vector_size, bit_rows, rows)
+
+
+def _runs(rows: I64 | None, n: int) -> tuple[Index | None, list[tuple[int, int, int]]]:
+    """An order of `n` keys that makes the keys of each bit vector (`rows`) contiguous (None: already), and the
+    runs as (row, start, stop) in that order."""
+    if rows is None:
+        return None, [(0, 0, n)]
+    low, high = int(rows.min()), int(rows.max())
+    if low == high:
+        return None, [(low, 0, n)]
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    edges = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), n]
+    return order, [(int(ordered[edges[e]]), edges[e], edges[e + 1]) for e in range(len(edges) - 1)]
+
+
+def _scatter_passes(
+    matrix: npt.NDArray[np.uint8],
+    length: int,
+    nb_hash: int,
+    vector_size: int,
+    bit_rows: Sequence[npt.NDArray[np.bool_]],
+    rows: I64 | None,
+) -> None:
+    order, runs = _runs(rows, matrix.shape[0])
+    if order is not None:
+        matrix = matrix[order]
+    for positions in _murmur_passes(matrix, length, nb_hash, vector_size):
+        for row, start, stop in runs:
+            bit_rows[row][positions[start:stop]] = True
+
+
+def _scatter(positions: Pos | Index, bit_rows: Sequence[npt.NDArray[np.bool_]], rows: I64 | None) -> None:
+    order, runs = _runs(rows, positions.shape[1])
+    if order is not None:
+        positions = positions[:, order]
+    for row, start, stop in runs:
+        bit_rows[row][positions[:, start:stop].reshape(-1)] = True

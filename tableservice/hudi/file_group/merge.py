@@ -52,6 +52,7 @@ from tableservice.hudi.file_group.merge_core import (
     OPERATION,
     PRESENT,
     RECORD_KEY,
+    IntArray,
     KeyGroups,
     PresentSets,
     align,
@@ -67,6 +68,7 @@ from tableservice.hudi.file_group.merge_core import (
     pairwise,
     present_of,
     to_numpy_bool,
+    to_numpy_int,
     to_table,
     unify,
     winners,
@@ -98,6 +100,8 @@ BoolLike: TypeAlias = pa.Array | pa.ChunkedArray | npt.NDArray[np.bool_] | Seque
 
 # Pending log rows are folded into the per-key state once they outnumber it (and at least this many).
 _CONSOLIDATE_MIN_ROWS = 1_000_000
+ROW_COUNT = "__hudi_merge_rows"
+_LAZY_MAX_ROWS_PER_KEY = 2  # a fold keeps its input rows (unmaterialised state) while they are at most this per key
 
 
 def _string_keys(column: pa.Array | pa.ChunkedArray, what: str) -> pa.Array | pa.ChunkedArray:
@@ -142,6 +146,11 @@ class DeltaRecords:
         )
         self._present = PresentSets()
         self._state: pa.Table | None = None
+        # A closed-form fold leaves the state unmaterialised: the folded rows (`_source`) and the winner of each key
+        # (`_rows`); a merge takes the rows it emits from them in one take instead of two (`state_rows`).
+        self._source: pa.Table | None = None
+        self._rows: IntArray | None = None
+        self._columns: dict[str, pa.Array] = {}
         self._pending: list[tuple[pa.Table, bool]] = []
         self._pending_rows = 0
 
@@ -224,7 +233,7 @@ class DeltaRecords:
     def _push(self, rows: pa.Table, *, block: bool) -> None:
         self._pending.append((rows, block))
         self._pending_rows += rows.num_rows
-        state_rows = self._state.num_rows if self._state is not None else 0
+        state_rows = self.state_size() if self._pending else 0
         if self._pending_rows >= max(_CONSOLIDATE_MIN_ROWS, state_rows):
             self._consolidate()
 
@@ -262,7 +271,8 @@ class DeltaRecords:
     def _consolidate(self) -> None:
         if not self._pending:
             return
-        parts: list[tuple[pa.Table, bool]] = [(self._state, False)] if self._state is not None else []
+        current = self._materialised()
+        parts: list[tuple[pa.Table, bool]] = [(current, False)] if current is not None else []
         parts.extend(self._pending)
         types = self._ordering_types(parts)
         tables = [self._typed_deletes(t, types) if block else t for t, block in parts]
@@ -285,12 +295,26 @@ class DeltaRecords:
                 if self.config.mode is MergeMode.EVENT_TIME_ORDERING and self.config.ordering_fields
                 else np.zeros(combined.num_rows, dtype=np.int64)
             )
-            state = combined.take(pa.array(winners(groups, flags, rank, self.config.mode)))
+            rows = winners(groups, flags, rank, self.config.mode)
+            if len(rows) * _LAZY_MAX_ROWS_PER_KEY >= combined.num_rows:
+                self._set_state(None, (combined, rows))
+            else:  # many versions per key: keep the winners only
+                self._set_state(combined.take(pa.array(rows)).combine_chunks(), None)
         else:
-            state = self._fold_in_rounds(combined, groups)
-        self._state = state.combine_chunks()
+            self._set_state(self._fold_in_rounds(combined, groups).combine_chunks(), None)
         self._pending = []
         self._pending_rows = 0
+
+    def _set_state(self, state: pa.Table | None, lazy: tuple[pa.Table, IntArray] | None) -> None:
+        self._state = state
+        self._source, self._rows = lazy if lazy is not None else (None, None)
+        self._columns = {}
+
+    def _materialised(self) -> pa.Table | None:
+        """The state as a table (taken now when the fold left it unmaterialised), pending rows not folded."""
+        if self._state is None and self._source is not None and self._rows is not None:
+            self._set_state(self._source.take(pa.array(self._rows)).combine_chunks(), None)
+        return self._state
 
     def _fold_in_rounds(self, combined: pa.Table, groups: KeyGroups) -> pa.Table:
         """Fold with the pairwise merge: round r merges every key's r-th version into its state."""
@@ -312,11 +336,43 @@ class DeltaRecords:
     def state(self) -> pa.Table:
         """The surviving version per key, with the internal columns (`FLAGS`, `PRESENT`)."""
         self._consolidate()
-        if self._state is None:
+        if self._materialised() is None:
             base = self._schema if self._schema is not None else pa.schema([pa.field(RECORD_KEY, pa.string())])
             empty = base.empty_table()
             return with_internal(empty, np.zeros(0, np.int8), np.zeros(0, np.int32))
+        assert self._state is not None
         return self._state
+
+    def state_size(self) -> int:
+        """The number of keys in the state (rows of `state()`), pending rows not folded."""
+        if self._rows is not None:
+            return len(self._rows)
+        return self._state.num_rows if self._state is not None else 0
+
+    def state_column(self, name: str) -> pa.Array:
+        """One column of `state()`, without materialising the other columns."""
+        self._consolidate()
+        if self._source is None or self._rows is None:
+            return _combined(self.state().column(name))
+        column = self._columns.get(name)
+        if column is None:
+            column = self._columns[name] = _combined(self._source.column(name).take(pa.array(self._rows)))
+        return column
+
+    def state_rows(self, indices: IntArray) -> pa.Table:
+        """`state().take(indices)`, in one take from the folded rows when the state is not materialised."""
+        self._consolidate()
+        if self._source is None or self._rows is None:
+            return self.state().take(pa.array(indices))
+        if len(indices) == 0:  # a take from several chunks concatenates them first, even for no rows
+            return self._source.schema.empty_table()
+        return self._source.take(pa.array(self._rows[indices]))
+
+    def state_schema(self) -> pa.Schema:
+        self._consolidate()
+        if self._source is not None:
+            return self._source.schema
+        return self.state().schema
 
     @property
     def schema(self) -> pa.Schema:
@@ -324,7 +380,8 @@ class DeltaRecords:
         return data_schema(self.state().schema)
 
     def __len__(self) -> int:
-        return int(self.state().num_rows)
+        self._consolidate()
+        return self.state_size()
 
     def keys(self) -> pa.ChunkedArray:
         return self.state().column(RECORD_KEY)
@@ -361,14 +418,13 @@ def merge_base_batch(
     """
     table = to_table(base)
     target = schema if schema is not None else table.schema
-    state = delta.state()
     out = align(table, target)
-    if state.num_rows == 0 or table.num_rows == 0:
+    if len(delta) == 0 or table.num_rows == 0:
         return out
     if RECORD_KEY not in table.column_names:
         raise CorruptFileError(f"base file rows without a {RECORD_KEY} column")
     base_keys = _string_keys(table.column(RECORD_KEY), "base file")
-    position = lookup(base_keys, state.column(RECORD_KEY))
+    position = lookup(base_keys, delta.state_column(RECORD_KEY))
     rows = np.flatnonzero(position >= 0)
     if len(rows) == 0:
         return out
@@ -376,11 +432,11 @@ def merge_base_batch(
     if matched is not None:
         matched[versions] = True
     config = delta.config
-    version_flags = flags_of(state)[versions]
+    version_flags = _int8(delta.state_column(FLAGS))[versions]
     if (
         config.mode is not MergeMode.CUSTOM
         and config.partial_update_mode in (PartialUpdateMode.NONE, PartialUpdateMode.KEEP_VALUES)
-        and not present_of(state)[versions].any()
+        and not _int32(delta.state_column(PRESENT))[versions].any()
     ):
         # Whole-row winners: keep the base rows that win or have no log version, add the log versions that win.
         if config.mode is MergeMode.COMMIT_TIME_ORDERING or not config.ordering_fields:
@@ -388,16 +444,21 @@ def merge_base_batch(
             log_wins = np.ones(len(rows), dtype=np.bool_)
         else:
             fields = config.ordering_fields
+            state_names = set(delta.state_schema().names)
+            log_ordering = pa.table(
+                {
+                    ROW_COUNT: pa.nulls(len(versions)),  # the table's length when no ordering field is present
+                    **{f: delta.state_column(f).take(pa.array(versions)) for f in fields if f in state_names},
+                }
+            )
             base_rank, log_rank = joint_rank(
-                out.select([f for f in fields if f in out.column_names]).take(pa.array(rows)),
-                state.select([f for f in fields if f in state.column_names]).take(pa.array(versions)),
-                fields,
+                out.select([f for f in fields if f in out.column_names]).take(pa.array(rows)), log_ordering, fields
             )
             log_wins = (log_rank >= base_rank) | ((version_flags & F_CTD) != 0)
         keep_base = np.ones(out.num_rows, dtype=np.bool_)
         keep_base[rows[log_wins]] = False
         emit = versions[log_wins & ((version_flags & F_DELETE) == 0)]
-        replaced = align(state.take(pa.array(emit)), target)
+        replaced = align(delta.state_rows(emit), target)
         return pa.concat_tables([out.filter(pa.array(keep_base)), replaced])
     plain = target.remove_metadata()
     internal_target = pa.schema([*plain, pa.field(FLAGS, pa.int8()), pa.field(PRESENT, pa.int32())])
@@ -406,7 +467,7 @@ def merge_base_batch(
         np.zeros(len(rows), np.int8),
         np.zeros(len(rows), np.int32),
     )
-    newer = align(state.take(pa.array(versions)), internal_target)
+    newer = align(delta.state_rows(versions), internal_target)
     merged = pairwise(older, newer, config, delta._present, delta._merger)
     removed = (flags_of(merged) & F_DELETE) != 0
     unmatched = np.ones(out.num_rows, dtype=np.bool_)
@@ -426,17 +487,27 @@ def remaining_inserts(
     `matched_keys`: the mask filled by `merge_base_batch(..., matched=)`, or the record keys met in the base
     file. Output columns are those of `schema` (default: `delta.schema`).
     """
-    state = delta.state()
-    keep = ~((flags_of(state) & F_DELETE) != 0)
+    n = len(delta)
+    keep = ~((_int8(delta.state_column(FLAGS)) & F_DELETE) != 0) if n else np.zeros(0, dtype=np.bool_)
     if isinstance(matched_keys, np.ndarray):
-        if matched_keys.shape != (state.num_rows,):
-            raise ValueError(f"match mask has {matched_keys.shape} entries for {state.num_rows} delta keys")
+        if matched_keys.shape != (n,):
+            raise ValueError(f"match mask has {matched_keys.shape} entries for {n} delta keys")
         keep &= ~matched_keys
-    elif matched_keys is not None:
+    elif matched_keys is not None and n:
         keys = _string_keys(matched_keys, "matched keys")
-        keep &= ~to_numpy_bool(pc.is_in(state.column(RECORD_KEY), value_set=_combined(keys)))
-    target = schema if schema is not None else data_schema(state.schema)
-    return align(state.filter(pa.array(keep)), target)
+        keep &= ~to_numpy_bool(pc.is_in(delta.state_column(RECORD_KEY), value_set=_combined(keys)))
+    target = schema if schema is not None else data_schema(delta.state_schema())
+    if not n:
+        return align(delta.state(), target)
+    return align(delta.state_rows(np.flatnonzero(keep)), target)
+
+
+def _int8(column: pa.Array) -> npt.NDArray[np.int8]:
+    return np.asarray(to_numpy_int(column, 0), dtype=np.int8)
+
+
+def _int32(column: pa.Array) -> npt.NDArray[np.int32]:
+    return np.asarray(to_numpy_int(column, 0), dtype=np.int32)
 
 
 def _combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:

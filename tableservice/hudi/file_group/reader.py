@@ -1,8 +1,9 @@
 """Merged reads: a file slice (base file + log files) into Arrow tables, and whole-table reads on top.
 
 `FileGroupReader.read_slice` streams the base file by row group and merges each batch with the slice's log
-records (`merge.DeltaRecords`). Memory bound per slice: the surviving log records of the slice (one version
-per record key, all columns) plus one base row group and its merged copy. Base files are never loaded whole.
+records (`merge.DeltaRecords`). Memory bound per slice: the log records of the slice (all columns; when they
+hold more than two versions per record key, the surviving version of each key only) plus one base row group and its
+merged copy. Base files are never loaded whole.
 
 Which log blocks count as data (Hudi's rules):
 - Corrupt blocks are skipped (the log reader already resynchronised on the next magic).
