@@ -427,7 +427,7 @@ def test_delta_records_inputs_and_accessors() -> None:
 def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, monkeypatch: pytest.MonkeyPatch) -> None:
     """A closed-form fold keeps its input rows and the winners' positions (the merge takes what it emits in one take);
     the merged rows, the remaining inserts and a later fold equal those of a state taken at once."""
-    from tableservice.hudi.file_group import merge as merge_module
+    from tableservice.hudi.file_group import delta_records as merge_module
 
     rng = np.random.default_rng(11)
     base = rows([f"k{i:03d}" for i in range(200)], rng.integers(0, 50, 200).tolist())
