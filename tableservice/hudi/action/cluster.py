@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 
 from tableservice.errors import InvalidPlanError, StaleAttemptError
 from tableservice.hudi.action.compact import FILE_NAME, check_attempt, slice_at, task_reader, with_file_name
-from tableservice.hudi.file_group.base_file import write_base_file
+from tableservice.hudi.file_group.base_file import RECORD_KEY_COLUMN, write_base_file
+from tableservice.hudi.file_group.dictionary_read import DictionaryColumns, is_dictionary_candidate
 from tableservice.hudi.file_group.filenames import BaseFileName
 from tableservice.hudi.models import HoodieReplaceCommitMetadata, HoodieWriteStat
 from tableservice.hudi.table.fs_view import partition_location
@@ -144,6 +145,21 @@ def sort_rows(table: pa.Table, columns: Sequence[str], layout: str) -> pa.Table:
     return table if order is None else table.take(order)
 
 
+def _dictionary_columns(task: ClusteringTask, schema: pa.Schema, columns: Sequence[str]) -> DictionaryColumns | None:
+    """The group's low-cardinality string columns read (and written) as Arrow dictionaries: when no slice has
+    log files (every part then comes from a base file, in one schema); never the record key or a sort column."""
+    if any(s.log_files for s in task.slices):
+        return None
+    candidates = [
+        n
+        for n in columns
+        if n not in (RECORD_KEY_COLUMN, FILE_NAME)
+        and n not in task.sort_columns
+        and is_dictionary_candidate(schema.field(n))
+    ]
+    return DictionaryColumns(candidates) if candidates else None
+
+
 def _split_sizes(rows: int, row_bytes: float, groups: int, target_bytes: int) -> list[int]:
     """Rows per output file: at least `groups` files (the plan's count), more when files would exceed the target."""
     needed = math.ceil(rows * row_bytes / target_bytes) if target_bytes > 0 and row_bytes > 0 else 1
@@ -164,6 +180,7 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
     schema = reader.schema
     # `_hoodie_file_name` is rewritten for each new file (the writer fills it in): not worth reading or sorting.
     columns = [n for n in schema.names if n != FILE_NAME or n in task.sort_columns]
+    dictionaries = _dictionary_columns(task, schema, columns)
     parts = [
         t
         for s in task.slices
@@ -172,6 +189,7 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
                 storage, task.partition_path, s.file_id, s.base_instant_time, s.base_file, s.log_files, dict(s.sizes)
             ),
             columns,
+            dictionaries,
         )
     ]
     rows = pa.concat_tables(parts) if parts else pa.schema([schema.field(n) for n in columns]).empty_table()
@@ -197,7 +215,13 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
             piece = with_file_name(piece, name)
             offset += size
             result = write_base_file(
-                storage, location, piece, avro_schema=task.avro_schema, compression=task.compression, file_name=name
+                storage,
+                location,
+                piece,
+                avro_schema=task.avro_schema,
+                compression=task.compression,
+                file_name=name,
+                dictionary_columns=(dictionaries.chosen or ()) if dictionaries is not None else (),
             )
             written.append(location)
             relative = f"{task.partition_path}/{name}" if task.partition_path else name

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,7 @@ from tableservice.hudi.file_group.bloom import (
     BloomFilterTypeCode,
     create_bloom_filter,
 )
+from tableservice.hudi.file_group.dictionary_read import with_dictionaries
 from tableservice.hudi.file_group.thrift_compact import ThriftError, decode_struct, encode_struct
 from tableservice.storage import Storage
 
@@ -186,6 +187,9 @@ class BaseFileWriter:
     - `row_group_bytes`: Arrow in-memory bytes buffered before a row group is written (a batch is never
       split by bytes); `max_row_group_rows` also caps rows per row group.
     - `file_name`: when set, `_hoodie_file_name` is overwritten with it on every row.
+    - `dictionary_columns`: string or binary columns that come as Arrow dictionaries (`dictionary_read`), written
+      from their indices without hashing every value again (never the record key column, `_hoodie_file_name`, or
+      a column `record_keys` reads); the file is the same as for the plain column.
     Batches are cast to `arrow_schema` (column order and types); absent nullable columns become nulls; a
     column the schema lacks, or an absent required one, is a ValueError.
     """
@@ -207,6 +211,7 @@ class BaseFileWriter:
         dictionary: bool = True,
         file_name: str | None = None,
         extra_footer_metadata: Mapping[str, str] | None = None,
+        dictionary_columns: Collection[str] = (),
     ) -> None:
         self.storage = storage
         self.location = location
@@ -218,6 +223,11 @@ class BaseFileWriter:
             and self.arrow_schema.get_field_index(record_key_column) < 0
         ):
             raise ValueError(f"record key column {record_key_column!r} is not in the schema")
+        # What the batches hold and pyarrow writes: `arrow_schema`, with `dictionary_columns` as dictionaries (the
+        # Parquet schema and statistics are those of the value type; the footer's schema comes from Avro anyway).
+        self._write_schema = with_dictionaries(
+            self.arrow_schema, set(dictionary_columns) - {FILE_NAME_COLUMN, record_key_column}
+        )
         self._key_column = record_key_column
         self._record_keys = record_keys
         self._bloom = (
@@ -247,7 +257,7 @@ class BaseFileWriter:
         try:
             self._writer = pq.ParquetWriter(
                 self._sink,
-                self.arrow_schema,
+                self._write_schema,
                 version="1.0",
                 data_page_version="1.0",
                 compression=codec,
@@ -272,11 +282,11 @@ class BaseFileWriter:
         return self._sink.tell()
 
     def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        if batch.schema.equals(self.arrow_schema):
+        if batch.schema.equals(self._write_schema):
             out = batch
         else:
             columns = []
-            for f in self.arrow_schema:
+            for f in self._write_schema:
                 idx = batch.schema.get_field_index(f.name)
                 if idx < 0:
                     if not f.nullable:
@@ -293,7 +303,7 @@ class BaseFileWriter:
             extra = set(batch.schema.names) - set(self.arrow_schema.names)
             if extra:
                 raise ValueError(f"batch has columns that are not in the Avro schema: {sorted(extra)}")
-            out = pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
+            out = pa.RecordBatch.from_arrays(columns, schema=self._write_schema)
         if self._file_name is not None and FILE_NAME_COLUMN in self.arrow_schema.names:
             idx = self.arrow_schema.get_field_index(FILE_NAME_COLUMN)
             const = pa.repeat(pa.scalar(self._file_name, self.arrow_schema.field(idx).type), out.num_rows)
@@ -350,7 +360,7 @@ class BaseFileWriter:
         a last partial group stays buffered."""
         if not self._pending:
             return
-        table = pa.Table.from_batches(self._pending, schema=self.arrow_schema)
+        table = pa.Table.from_batches(self._pending, schema=self._write_schema)
         limit = self._max_rows or table.num_rows
         start = 0
         while start < table.num_rows and (everything or table.num_rows - start >= limit):
@@ -457,6 +467,7 @@ def write_base_file(
     dictionary: bool = True,
     file_name: str | None = None,
     extra_footer_metadata: Mapping[str, str] | None = None,
+    dictionary_columns: Collection[str] = (),
 ) -> BaseFileWriteResult:
     """Write a whole base file from batches (or a table), streaming; options as for `BaseFileWriter`.
 
@@ -477,6 +488,7 @@ def write_base_file(
         dictionary=dictionary,
         file_name=file_name,
         extra_footer_metadata=extra_footer_metadata,
+        dictionary_columns=dictionary_columns,
     )
     try:
         if isinstance(batches, pa.Table):

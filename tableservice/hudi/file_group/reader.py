@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tableservice.errors import CorruptFileError, TableServiceError, UnsupportedTableError
+from tableservice.hudi.file_group.dictionary_read import DictionaryColumns
 from tableservice.hudi.file_group.log_format import (
     BlockType,
     CorruptBlock,
@@ -250,13 +251,20 @@ class FileGroupReader:
             note_records_read(decoded.table.num_rows)
             yield decoded
 
-    def iter_base(self, base: BaseFile, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    def iter_base(
+        self, base: BaseFile, columns: Sequence[str] | None = None, dictionaries: DictionaryColumns | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The base file's rows, batch by batch; `dictionaries`: the columns to read as Arrow dictionaries."""
         try:
             with self.storage.open_input_file(base.location) as f:
                 pf = pq.ParquetFile(f)
+                present = set(pf.schema_arrow.names)
+                if dictionaries is not None:
+                    chosen = [c for c in dictionaries.choose(pf.metadata) if c in present]
+                    if chosen:  # the same file again, its footer already parsed
+                        pf = pq.ParquetFile(f, metadata=pf.metadata, read_dictionary=chosen)
                 wanted = None
                 if columns is not None:
-                    present = set(pf.schema_arrow.names)
                     wanted = [c for c in columns if c in present]
                 for batch in pf.iter_batches(batch_size=self.batch_rows, columns=wanted, use_threads=False):
                     note_records_read(batch.num_rows)
@@ -266,15 +274,20 @@ class FileGroupReader:
         except (pa.ArrowException, OSError) as e:
             raise CorruptFileError(f"base file does not read: {e}", table=self.table_name, path=base.location) from e
 
-    def read_slice(self, slice_: FileSlice, columns: Sequence[str] | None = None) -> Generator[pa.Table, None, None]:
-        """Merged rows of one slice, as tables of at most about `batch_rows` rows, in the read schema."""
+    def read_slice(
+        self, slice_: FileSlice, columns: Sequence[str] | None = None, dictionaries: DictionaryColumns | None = None
+    ) -> Generator[pa.Table, None, None]:
+        """Merged rows of one slice, as tables of at most about `batch_rows` rows, in the read schema.
+        `dictionaries`: a slice without log files reads the columns it chooses as Arrow dictionaries (of the
+        read schema's value types); a merged slice ignores it."""
         target = self.schema
         self.last_spill = SpillStats()  # set again by a bounded-memory merge that spills
         if not slice_.log_files:
             self.last_stats = ScanStats()
             if slice_.base_file is not None:
-                for batch in self.iter_base(slice_.base_file, columns):
-                    yield _align(pa.Table.from_batches([batch]), target, columns)
+                for batch in self.iter_base(slice_.base_file, columns, dictionaries):
+                    schema = dictionaries.schema(target) if dictionaries is not None else target
+                    yield _align(pa.Table.from_batches([batch]), schema, columns)
             return
         if self.memory_budget is not None:
             from tableservice.hudi.file_group.spill_merge import read_slice_bounded
