@@ -12,13 +12,16 @@ import pyarrow.parquet as pq
 
 from tableservice.hudi.action import cluster
 from tableservice.hudi.action.cluster import run_clustering_task
+from tableservice.hudi.action.compact import slice_at
 from tableservice.hudi.action.tasks import ClusteringInput, ClusteringLayout, clustering_tasks
 from tableservice.hudi.action.warm import _sample
 from tableservice.hudi.file_group.base_file import write_base_file
 from tableservice.hudi.file_group.dictionary_read import DictionaryColumns, low_cardinality_columns
+from tableservice.hudi.file_group.merge import merge_config_from_properties
+from tableservice.hudi.file_group.reader import BlockFilter, FileGroupReader
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.schema import add_meta_fields, avro_schema_from_arrow
+from tableservice.hudi.table.schema import add_meta_fields, arrow_schema_from_avro, avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.create import TableSpec, create_table
 from tableservice.hudi.write.workload import ORDERING_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload
@@ -161,3 +164,36 @@ def test_a_group_of_base_files_reads_through_dictionaries_and_keeps_its_rows(tmp
     names = [n for n in before.column_names if n != "_hoodie_file_name"]
     after = pa.concat_tables(written).select(names).sort_by("_hoodie_record_key")
     assert after.to_pylist() == before.select(names).sort_by("_hoodie_record_key").to_pylist()
+
+
+def test_a_file_without_a_chosen_column_reads_it_as_null_dictionaries(tmp_path: Path) -> None:
+    table, avro = _sample()
+    n = table.num_rows
+    with_city = table.append_column("city", pa.array(["lima"] * n, pa.string()))
+    new_avro = add_meta_fields(
+        avro_schema_from_arrow(with_city.drop_columns([*CANDIDATES, "_hoodie_file_name"]).schema, "r", "h")
+    )
+    first, second = (
+        str(tmp_path / "f1-0_0-0-0_20240101000000000.parquet"),
+        str(tmp_path / "f2-0_0-0-0_20240101000000000.parquet"),
+    )
+    write_base_file(Storage(), first, with_city, avro_schema=new_avro)
+    write_base_file(Storage(), second, table, avro_schema=avro)  # an older file: no city
+    reader = FileGroupReader(
+        Storage(),
+        table_name="t",
+        merge_config=merge_config_from_properties({}, 9),
+        schema=arrow_schema_from_avro(new_avro),
+        block_filter=BlockFilter(9, frozenset(), None),
+    )
+    dictionaries = DictionaryColumns(["_hoodie_commit_time", "city"])
+    parts = [
+        t
+        for fid, location in (("f1-0", first), ("f2-0", second))
+        for t in reader.read_slice(slice_at(Storage(), "", fid, "20240101000000000", location, ()), None, dictionaries)
+    ]
+    assert dictionaries.chosen == ("_hoodie_commit_time", "city")
+    rows = pa.concat_tables(parts)
+    assert rows.column("city").type == pa.dictionary(pa.int32(), pa.string())
+    assert rows.column("city").to_pylist() == ["lima"] * n + [None] * n
+    assert rows.column("_hoodie_commit_time").to_pylist() == table.column("_hoodie_commit_time").to_pylist() * 2

@@ -257,14 +257,10 @@ class FileGroupReader:
         """The base file's rows, batch by batch; `dictionaries`: the columns to read as Arrow dictionaries."""
         try:
             with self.storage.open_input_file(base.location) as f:
-                pf = pq.ParquetFile(f)
-                present = set(pf.schema_arrow.names)
-                if dictionaries is not None:
-                    chosen = [c for c in dictionaries.choose(pf.metadata) if c in present]
-                    if chosen:  # the same file again, its footer already parsed
-                        pf = pq.ParquetFile(f, metadata=pf.metadata, read_dictionary=chosen)
+                pf = _open_base(f, dictionaries)
                 wanted = None
                 if columns is not None:
+                    present = set(pf.schema_arrow.names)
                     wanted = [c for c in columns if c in present]
                 for batch in pf.iter_batches(batch_size=self.batch_rows, columns=wanted, use_threads=False):
                     note_records_read(batch.num_rows)
@@ -303,6 +299,24 @@ class FileGroupReader:
         inserts = remaining_inserts(delta, matched, schema=target)
         if inserts.num_rows:
             yield _align(inserts, target, columns)
+
+
+def _open_base(f: pa.NativeFile, dictionaries: DictionaryColumns | None) -> pq.ParquetFile:
+    """A base file's reader, with the columns `dictionaries` chose (from this file when it is the first) read as
+    dictionaries."""
+    chosen = dictionaries.chosen if dictionaries is not None else None
+    if chosen:
+        try:
+            return pq.ParquetFile(f, read_dictionary=chosen)
+        except KeyError:  # the file lacks one of them (written before the column was added)
+            pass
+    pf = pq.ParquetFile(f)
+    if dictionaries is not None:
+        present = set(pf.schema_arrow.names)
+        wanted = [c for c in dictionaries.choose(pf.metadata) if c in present]
+        if wanted:  # the same file again, its footer already parsed
+            pf = pq.ParquetFile(f, metadata=pf.metadata, read_dictionary=wanted)
+    return pf
 
 
 def _align(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None) -> pa.Table:
