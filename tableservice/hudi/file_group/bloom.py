@@ -41,7 +41,7 @@ import math
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -94,6 +94,17 @@ DEFAULT_DYNAMIC_MAX_ENTRIES = 100000
 _VERSION = -1
 
 BoolArr = npt.NDArray[np.bool_]
+
+
+def _columns_of(positions: npt.NDArray[Any], selected: npt.NDArray[np.bool_]) -> npt.NDArray[Any]:
+    """The selected columns of a chunk's positions. Past the filter's last row, keys take the rows in turn, so a
+    row's keys are evenly spaced: a strided slice, which copies in a third of the time a boolean mask does."""
+    index = np.flatnonzero(selected)
+    if len(index) > 1:
+        step = int(index[1] - index[0])
+        if int(index[-1] - index[0]) == step * (len(index) - 1) and bool(np.all(np.diff(index) == step)):
+            return positions[:, int(index[0]) : int(index[-1]) + 1 : step]
+    return positions[:, index]
 
 
 class BloomFilterTypeCode(enum.Enum):
@@ -313,7 +324,7 @@ class DynamicBloomFilter:
                 self.rows[low].bits[positions.reshape(-1)] = True
                 continue
             for r in range(low, high + 1):
-                self.rows[r].bits[positions[:, rows == r].reshape(-1)] = True
+                self.rows[r].bits[_columns_of(positions, rows == r).reshape(-1)] = True
 
     def might_contain(self, key: str | bytes) -> bool:
         pos = key_positions(_utf8(key), self.nb_hash, self.vector_size, self.hash_type)
