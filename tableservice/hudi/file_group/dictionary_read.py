@@ -71,6 +71,7 @@ class DictionaryColumns:
     def __init__(self, candidates: Iterable[str]) -> None:
         self.candidates = tuple(candidates)
         self.chosen: tuple[str, ...] | None = None
+        self._schemas: tuple[pa.Schema, pa.Schema] | None = None  # the last read schema and its version
 
     def choose(self, metadata: pq.FileMetaData) -> tuple[str, ...]:
         if self.chosen is None:
@@ -79,4 +80,8 @@ class DictionaryColumns:
 
     def schema(self, schema: pa.Schema) -> pa.Schema:
         """`schema` with the chosen columns as dictionaries (unchanged before the choice)."""
-        return with_dictionaries(schema, self.chosen or ())
+        if self.chosen is None:
+            return schema
+        if self._schemas is None or self._schemas[0] is not schema:
+            self._schemas = (schema, with_dictionaries(schema, self.chosen))
+        return self._schemas[1]

@@ -319,15 +319,31 @@ def _open_base(f: pa.NativeFile, dictionaries: DictionaryColumns | None) -> pq.P
     return pf
 
 
+_PROJECTIONS: dict[tuple[int, tuple[str, ...]], tuple[pa.Schema, pa.Schema | None]] = {}
+
+
+def _projection(schema: pa.Schema, names: tuple[str, ...]) -> pa.Schema | None:
+    """The read schema's fields `names`, in that order (None if one is not in it): built once per read schema
+    object (held with its entry, so that its id is not reused) and column list, not once per file."""
+    key = (id(schema), names)
+    cached = _PROJECTIONS.get(key)
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    known = set(schema.names)
+    projected = pa.schema([schema.field(n) for n in names]) if all(n in known for n in names) else None
+    if len(_PROJECTIONS) >= 64:
+        _PROJECTIONS.clear()
+    _PROJECTIONS[key] = (schema, projected)
+    return projected
+
+
 def _align(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None) -> pa.Table:
     """Cast to the read schema (columns missing from old files become nulls) and project."""
     names = list(columns) if columns is not None else schema.names
     if table.column_names == names:
-        known = set(schema.names)
-        if all(n in known for n in names):
-            target = pa.schema([schema.field(n) for n in names])
-            if table.schema.equals(target):  # the common case: a base file in the read schema
-                return pa.Table.from_arrays(table.columns, schema=target)  # without the file's footer metadata
+        target = _projection(schema, tuple(names))
+        if target is not None and table.schema.equals(target):  # the common case: a base file in the read schema
+            return pa.Table.from_arrays(table.columns, schema=target)  # without the file's footer metadata
     arrays = []
     fields = []
     for name in names:
