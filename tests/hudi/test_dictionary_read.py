@@ -197,3 +197,23 @@ def test_a_file_without_a_chosen_column_reads_it_as_null_dictionaries(tmp_path: 
     assert rows.column("city").type == pa.dictionary(pa.int32(), pa.string())
     assert rows.column("city").to_pylist() == ["lima"] * n + [None] * n
     assert rows.column("_hoodie_commit_time").to_pylist() == table.column("_hoodie_commit_time").to_pylist() * 2
+
+
+def test_the_file_name_the_writer_fills_in_is_written_as_the_repeated_string(tmp_path: Path) -> None:
+    table, avro = _sample()
+    name = "f1-0_0-0-0_20240101000000000.parquet"
+    location = str(tmp_path / name)
+    result = write_base_file(Storage(), location, table, avro_schema=avro, compression="snappy", file_name=name)
+    # the reference: the same rows with the name already in the column, written without the writer filling it in
+    named = table.set_column(
+        table.schema.get_field_index("_hoodie_file_name"),
+        "_hoodie_file_name",
+        pa.array([name] * table.num_rows, pa.string()),
+    )
+    reference = str(tmp_path / "reference.parquet")
+    expected = write_base_file(Storage(), reference, named, avro_schema=avro, compression="snappy")
+    assert pq.read_table(location).column("_hoodie_file_name").to_pylist() == [name] * table.num_rows
+    assert pq.read_table(location).to_pylist() == pq.read_table(reference).to_pylist()
+    assert _footer(location) == _footer(reference)
+    assert result.footer_metadata == expected.footer_metadata
+    assert Path(location).stat().st_size == Path(reference).stat().st_size

@@ -225,9 +225,20 @@ class BaseFileWriter:
             raise ValueError(f"record key column {record_key_column!r} is not in the schema")
         # What the batches hold and pyarrow writes: `arrow_schema`, with `dictionary_columns` as dictionaries (the
         # Parquet schema and statistics are those of the value type; the footer's schema comes from Avro anyway).
-        self._write_schema = with_dictionaries(
-            self.arrow_schema, set(dictionary_columns) - {FILE_NAME_COLUMN, record_key_column}
+        # `_hoodie_file_name`, when the writer fills it in, is one value: a dictionary of it (written without hashing
+        # every row's copy; the same chunk as the repeated string).
+        name_field = self.arrow_schema.get_field_index(FILE_NAME_COLUMN)
+        self._name_index = (
+            name_field
+            if file_name is not None
+            and name_field >= 0
+            and pa.types.is_string(self.arrow_schema.field(name_field).type)
+            else -1
         )
+        dictionaries = set(dictionary_columns) - {FILE_NAME_COLUMN, record_key_column}
+        if self._name_index >= 0:
+            dictionaries.add(FILE_NAME_COLUMN)
+        self._write_schema = with_dictionaries(self.arrow_schema, dictionaries)
         self._key_column = record_key_column
         self._record_keys = record_keys
         self._bloom = (
@@ -284,9 +295,15 @@ class BaseFileWriter:
     def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if batch.schema.equals(self._write_schema):
             out = batch
+            if self._name_index >= 0:
+                field = self._write_schema.field(self._name_index)
+                out = out.set_column(self._name_index, field, self._file_name_column(out.num_rows))
         else:
             columns = []
-            for f in self._write_schema:
+            for i, f in enumerate(self._write_schema):
+                if i == self._name_index:
+                    columns.append(pa.nulls(0, f.type))  # filled in below
+                    continue
                 idx = batch.schema.get_field_index(f.name)
                 if idx < 0:
                     if not f.nullable:
@@ -303,17 +320,20 @@ class BaseFileWriter:
             extra = set(batch.schema.names) - set(self.arrow_schema.names)
             if extra:
                 raise ValueError(f"batch has columns that are not in the Avro schema: {sorted(extra)}")
+            if self._name_index >= 0:
+                columns[self._name_index] = self._file_name_column(batch.num_rows)
             out = pa.RecordBatch.from_arrays(columns, schema=self._write_schema)
-        if self._file_name is not None and FILE_NAME_COLUMN in self.arrow_schema.names:
-            idx = self.arrow_schema.get_field_index(FILE_NAME_COLUMN)
-            const = pa.repeat(pa.scalar(self._file_name, self.arrow_schema.field(idx).type), out.num_rows)
-            out = out.set_column(idx, self.arrow_schema.field(idx), const)
         for i, f in enumerate(self.arrow_schema):
             col = out.column(i)
             if not f.nullable and col.null_count:
                 raise UnsupportedTableError(f"required column {f.name!r} holds nulls", path=self.location)
             _check_no_null_elements(col, f.name)
         return out
+
+    def _file_name_column(self, rows: int) -> pa.Array:
+        return pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(rows, dtype=np.int32)), pa.array([self._file_name], pa.string())
+        )
 
     def _track_keys(self, batch: pa.RecordBatch) -> None:
         if self._record_keys is not None:
