@@ -225,6 +225,10 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
         )
     ]
     rows = pa.concat_tables(parts) if parts else pa.schema([schema.field(n) for n in columns]).empty_table()
+    if dictionaries is not None and dictionaries.chosen:
+        # One dictionary per column for the whole group (each input file brought its own): each file's gather
+        # would otherwise unify them again. The values stay as they are.
+        rows = rows.unify_dictionaries()
     # Rows are gathered in sorted order one output file at a time: the group's rows and one file's worth in memory.
     order = sort_order(rows, task.sort_columns, task.layout)
     # Bytes a row takes on storage: from the input files (`size_hint`) when known, else Arrow's in-memory size
