@@ -140,13 +140,13 @@ def _order_by_ranks(column: pa.ChunkedArray) -> pa.Array | None:
         if head >= min(_RANKS, (min(len(column), _SAMPLE) + 1) // 2):
             return None
         encoded = pc.dictionary_encode(column, null_encoding="encode")
+        chunks = encoded.chunks
+        dictionary = chunks[-1].dictionary  # a chunked dictionary_encode shares one dictionary over its chunks
+        if len(dictionary) > _RANKS or any(len(c.dictionary) != len(dictionary) for c in chunks):
+            return None
+        ranks = np.asarray(pc.rank(dictionary, sort_keys="ascending", tiebreaker="dense"), dtype=np.uint64) - 1
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-        return None  # a type Arrow does not hash: the comparison sort
-    chunks = encoded.chunks
-    dictionary = chunks[-1].dictionary  # a chunked dictionary_encode shares one dictionary over its chunks
-    if len(dictionary) > _RANKS or any(len(c.dictionary) != len(dictionary) for c in chunks):
-        return None
-    ranks = np.asarray(pc.rank(dictionary, sort_keys="ascending", tiebreaker="dense"), dtype=np.uint64) - 1
+        return None  # a type Arrow does not hash or rank: the comparison sort
     indices = np.concatenate([np.asarray(c.indices) for c in chunks])
     keys = ranks.astype(np.uint16)[indices]
     return pa.array(np.argsort(keys, kind="stable"), pa.uint64())
