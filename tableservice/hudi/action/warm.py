@@ -76,5 +76,6 @@ def warm_kernels() -> None:
                 dictionary_columns=_DICTIONARIES,
             )
             sort_rows(chunked, ("value",), "linear")
+            sort_rows(chunked, ("count",), "linear")  # few distinct values: the rank sort
             sort_rows(chunked, ("key",), "linear")
             sort_rows(chunked, ("value", "ts"), "z-order")
