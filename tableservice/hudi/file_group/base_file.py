@@ -52,6 +52,7 @@ from tableservice.hudi.file_group.base_file_reader import (
     iter_base_file,
     read_base_file_footer,
 )
+from tableservice.hudi.file_group.base_file_values import check_no_null_elements, java_string_min_max, utf16
 from tableservice.hudi.file_group.bloom import (
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_FILTER_TYPE_CODE_FOOTER_KEY,
@@ -133,47 +134,6 @@ class _TailCapturingSink:
 
     def close(self) -> None:
         self.closed = True
-
-
-def java_string_min_max(keys: pa.Array) -> tuple[str, str] | None:
-    """Min and max of non-null strings under Java's `String.compareTo` (UTF-16 code units)."""
-    if len(keys) == 0:
-        return None
-    if keys.null_count:
-        raise ValueError("a record key is null")
-    arr = keys.cast(pa.large_string())
-    data = arr.buffers()[2]
-    # UTF-8 byte order equals UTF-16 order unless a key holds a supplementary character (4-byte UTF-8).
-    if data is None or not np.any(np.frombuffer(data, dtype=np.uint8) >= 0xF0):
-        mm = pc.min_max(arr)
-        return str(mm["min"].as_py()), str(mm["max"].as_py())
-    values = arr.to_pylist()
-    return min(values, key=_utf16), max(values, key=_utf16)
-
-
-def _utf16(s: str) -> bytes:
-    return s.encode("utf-16-be", "surrogatepass")
-
-
-def _check_no_null_elements(arr: pa.Array, name: str) -> None:
-    """parquet-avro's old list layout cannot hold null array elements; refuse them as Hudi does."""
-    typ = arr.type
-    if isinstance(arr, pa.ChunkedArray):
-        for chunk in arr.chunks:
-            _check_no_null_elements(chunk, name)
-        return
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        values = arr.flatten()
-        if values.null_count:
-            raise UnsupportedTableError(f"array column {name!r} holds a null element; Hudi's Parquet layout forbids it")
-        _check_no_null_elements(values, name)
-    elif pa.types.is_map(typ):
-        offsets = arr.offsets
-        first, last = offsets[0].as_py(), offsets[-1].as_py()
-        _check_no_null_elements(arr.items.slice(first, last - first), name)
-    elif pa.types.is_struct(typ):
-        for i in range(typ.num_fields):
-            _check_no_null_elements(arr.field(i), f"{name}.{typ.field(i).name}")
 
 
 class BaseFileWriter:
@@ -327,7 +287,7 @@ class BaseFileWriter:
             col = out.column(i)
             if not f.nullable and col.null_count:
                 raise UnsupportedTableError(f"required column {f.name!r} holds nulls", path=self.location)
-            _check_no_null_elements(col, f.name)
+            check_no_null_elements(col, f.name)
         return out
 
     def _file_name_column(self, rows: int) -> pa.Array:
@@ -351,9 +311,9 @@ class BaseFileWriter:
             mm = java_string_min_max(keys)
             if mm is not None:
                 lo, hi = mm
-                if self._min is None or _utf16(lo) < _utf16(self._min):
+                if self._min is None or utf16(lo) < utf16(self._min):
                     self._min = lo
-                if self._max is None or _utf16(hi) > _utf16(self._max):
+                if self._max is None or utf16(hi) > utf16(self._max):
                     self._max = hi
 
     def write(self, data: pa.RecordBatch | pa.Table) -> None:
