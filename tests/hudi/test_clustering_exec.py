@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tableservice.hudi.action import cluster
@@ -120,3 +121,20 @@ def test_a_column_of_few_values_sorts_by_ranks_as_the_table_sort_does() -> None:
     many = pa.table({"x": rng.permutation(3000).astype(np.int64), "i": range(3000)})
     assert cluster._order_by_ranks(many.column("x")) is None  # mostly distinct: the comparison sort
     assert sort_rows(many, ["x"], "linear").column("i").to_pylist() == many.sort_by("x").column("i").to_pylist()
+
+
+def test_z_order_keys_of_few_values_equal_those_of_arrows_ranks() -> None:
+    rng = np.random.default_rng(11)
+    values = [2.5, None, float("nan"), -0.0, 0.0, 7.0]
+    a = [values[i] for i in rng.integers(0, len(values), 2000)]
+    b = [["x", "y", None, "a"][i] for i in rng.integers(0, 4, 2000)]
+    t = pa.concat_tables([pa.table({"a": a[:700], "b": b[:700]}), pa.table({"a": a[700:], "b": b[700:]})])
+    for name in ("a", "b"):
+        expected = np.asarray(pc.rank(t.column(name).combine_chunks(), sort_keys="ascending", tiebreaker="dense"))
+        ranks = cluster._few_value_ranks(t.column(name))
+        assert ranks is not None and ranks.tolist() == expected.astype(np.uint64).tolist()
+    keys = z_order_key(t, ["a", "b"])
+    assert (
+        np.argsort(keys, kind="stable").tolist()
+        == sort_rows(t.append_column("i", pa.array(range(2000))), ["a", "b"], "z-order").column("i").to_pylist()
+    )
