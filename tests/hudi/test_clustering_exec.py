@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tableservice.hudi.action import cluster
 from tableservice.hudi.action.cluster import ClusteringTask, run_clustering_task, sort_rows, z_order_key
 from tableservice.hudi.action.compact import slice_at
 from tableservice.hudi.action.tasks import ClusteringInput, ClusteringLayout, clustering_tasks
@@ -99,3 +101,40 @@ def test_a_base_file_reads_in_the_read_schema_without_its_footer_metadata(tmp_pa
     (part,) = reader.read_slice(file_slice, columns)
     assert part.schema.equals(pa.schema([reader.schema.field(n) for n in columns]), check_metadata=True)
     assert part.to_pylist() == table.select(columns).to_pylist()
+
+
+def test_a_column_of_few_values_sorts_by_ranks_as_the_table_sort_does() -> None:
+    # nulls last, NaNs (either sign) after numbers, -0.0 and 0.0 tied, ties in input order; chunked
+    rng = np.random.default_rng(7)
+    values = [3.5, None, float("nan"), -float("nan"), 1.0, -0.0, 0.0, -2.25, 1e300]
+    picks = rng.integers(0, len(values), 3000)
+    fare = [values[i] for i in picks]
+    t = pa.concat_tables(
+        [pa.table({"fare": fare[:1000], "i": range(1000)}), pa.table({"fare": fare[1000:], "i": range(1000, 3000)})]
+    )
+    assert cluster._order_by_ranks(t.column("fare")) is not None  # the rank path
+    expected = t.sort_by([("fare", "ascending")]).column("i").to_pylist()
+    assert sort_rows(t, ["fare"], "linear").column("i").to_pylist() == expected
+    words = pa.table({"s": [["b", None, "a", "ab", ""][i % 5] for i in picks], "i": range(3000)})
+    assert cluster._order_by_ranks(words.column("s")) is not None
+    assert sort_rows(words, ["s"], "linear").column("i").to_pylist() == words.sort_by("s").column("i").to_pylist()
+    many = pa.table({"x": rng.permutation(3000).astype(np.int64), "i": range(3000)})
+    assert cluster._order_by_ranks(many.column("x")) is None  # mostly distinct: the comparison sort
+    assert sort_rows(many, ["x"], "linear").column("i").to_pylist() == many.sort_by("x").column("i").to_pylist()
+
+
+def test_z_order_keys_of_few_values_equal_those_of_arrows_ranks() -> None:
+    rng = np.random.default_rng(11)
+    values = [2.5, None, float("nan"), -0.0, 0.0, 7.0]
+    a = [values[i] for i in rng.integers(0, len(values), 2000)]
+    b = [["x", "y", None, "a"][i] for i in rng.integers(0, 4, 2000)]
+    t = pa.concat_tables([pa.table({"a": a[:700], "b": b[:700]}), pa.table({"a": a[700:], "b": b[700:]})])
+    for name in ("a", "b"):
+        expected = np.asarray(pc.rank(t.column(name).combine_chunks(), sort_keys="ascending", tiebreaker="dense"))
+        ranks = cluster._few_value_ranks(t.column(name))
+        assert ranks is not None and ranks.tolist() == expected.astype(np.uint64).tolist()
+    keys = z_order_key(t, ["a", "b"])
+    assert (
+        np.argsort(keys, kind="stable").tolist()
+        == sort_rows(t.append_column("i", pa.array(range(2000))), ["a", "b"], "z-order").column("i").to_pylist()
+    )

@@ -46,6 +46,9 @@ def _sample() -> tuple[pa.Table, dict[str, object]]:
     return data, avro
 
 
+_DICTIONARIES = ("_hoodie_commit_time", "_hoodie_partition_path")
+
+
 def warm_kernels() -> None:
     """Write, read back, sort and gather a few rows as the tasks do (a temporary file, deleted)."""
     table, avro = _sample()
@@ -57,6 +60,22 @@ def warm_kernels() -> None:
             with storage.open_input_file(location) as f:
                 read = pa.Table.from_batches(list(pq.ParquetFile(f).iter_batches(use_threads=False)))
             chunked = pa.concat_tables([read.slice(0, _ROWS // 2), read.slice(_ROWS // 2)])
+            # A clustering group's low-cardinality columns: read as dictionaries, gathered, written from them.
+            with storage.open_input_file(location) as f:
+                as_dict = pq.ParquetFile(f, read_dictionary=_DICTIONARIES).read(use_threads=False)
+            gathered = pa.concat_tables([as_dict.slice(0, _ROWS // 2), as_dict.slice(_ROWS // 2)]).take(
+                pa.array(range(_ROWS - 1, -1, -1))
+            )
+            write_base_file(
+                storage,
+                location,
+                gathered,
+                avro_schema=avro,
+                compression=codec,
+                file_name="warm.parquet",
+                dictionary_columns=_DICTIONARIES,
+            )
             sort_rows(chunked, ("value",), "linear")
+            sort_rows(chunked, ("count",), "linear")  # few distinct values: the rank sort
             sort_rows(chunked, ("key",), "linear")
             sort_rows(chunked, ("value", "ts"), "z-order")

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ from tableservice.hudi.file_group.base_file_reader import (
     iter_base_file,
     read_base_file_footer,
 )
+from tableservice.hudi.file_group.base_file_values import check_no_null_elements, java_string_min_max, utf16
 from tableservice.hudi.file_group.bloom import (
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_FILTER_TYPE_CODE_FOOTER_KEY,
@@ -59,6 +60,7 @@ from tableservice.hudi.file_group.bloom import (
     BloomFilterTypeCode,
     create_bloom_filter,
 )
+from tableservice.hudi.file_group.dictionary_read import with_dictionaries
 from tableservice.hudi.file_group.thrift_compact import ThriftError, decode_struct, encode_struct
 from tableservice.storage import Storage
 
@@ -134,47 +136,6 @@ class _TailCapturingSink:
         self.closed = True
 
 
-def java_string_min_max(keys: pa.Array) -> tuple[str, str] | None:
-    """Min and max of non-null strings under Java's `String.compareTo` (UTF-16 code units)."""
-    if len(keys) == 0:
-        return None
-    if keys.null_count:
-        raise ValueError("a record key is null")
-    arr = keys.cast(pa.large_string())
-    data = arr.buffers()[2]
-    # UTF-8 byte order equals UTF-16 order unless a key holds a supplementary character (4-byte UTF-8).
-    if data is None or not np.any(np.frombuffer(data, dtype=np.uint8) >= 0xF0):
-        mm = pc.min_max(arr)
-        return str(mm["min"].as_py()), str(mm["max"].as_py())
-    values = arr.to_pylist()
-    return min(values, key=_utf16), max(values, key=_utf16)
-
-
-def _utf16(s: str) -> bytes:
-    return s.encode("utf-16-be", "surrogatepass")
-
-
-def _check_no_null_elements(arr: pa.Array, name: str) -> None:
-    """parquet-avro's old list layout cannot hold null array elements; refuse them as Hudi does."""
-    typ = arr.type
-    if isinstance(arr, pa.ChunkedArray):
-        for chunk in arr.chunks:
-            _check_no_null_elements(chunk, name)
-        return
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        values = arr.flatten()
-        if values.null_count:
-            raise UnsupportedTableError(f"array column {name!r} holds a null element; Hudi's Parquet layout forbids it")
-        _check_no_null_elements(values, name)
-    elif pa.types.is_map(typ):
-        offsets = arr.offsets
-        first, last = offsets[0].as_py(), offsets[-1].as_py()
-        _check_no_null_elements(arr.items.slice(first, last - first), name)
-    elif pa.types.is_struct(typ):
-        for i in range(typ.num_fields):
-            _check_no_null_elements(arr.field(i), f"{name}.{typ.field(i).name}")
-
-
 class BaseFileWriter:
     """Streams one base file. Use as a context manager or call `close()`; `abort()` drops the output.
 
@@ -186,6 +147,9 @@ class BaseFileWriter:
     - `row_group_bytes`: Arrow in-memory bytes buffered before a row group is written (a batch is never
       split by bytes); `max_row_group_rows` also caps rows per row group.
     - `file_name`: when set, `_hoodie_file_name` is overwritten with it on every row.
+    - `dictionary_columns`: string or binary columns that come as Arrow dictionaries (`dictionary_read`), written
+      from their indices without hashing every value again (never the record key column, `_hoodie_file_name`, or
+      a column `record_keys` reads); the file is the same as for the plain column.
     Batches are cast to `arrow_schema` (column order and types); absent nullable columns become nulls; a
     column the schema lacks, or an absent required one, is a ValueError.
     """
@@ -207,6 +171,7 @@ class BaseFileWriter:
         dictionary: bool = True,
         file_name: str | None = None,
         extra_footer_metadata: Mapping[str, str] | None = None,
+        dictionary_columns: Collection[str] = (),
     ) -> None:
         self.storage = storage
         self.location = location
@@ -218,6 +183,22 @@ class BaseFileWriter:
             and self.arrow_schema.get_field_index(record_key_column) < 0
         ):
             raise ValueError(f"record key column {record_key_column!r} is not in the schema")
+        # What the batches hold and pyarrow writes: `arrow_schema`, with `dictionary_columns` as dictionaries (the
+        # Parquet schema and statistics are those of the value type; the footer's schema comes from Avro anyway).
+        # `_hoodie_file_name`, when the writer fills it in, is one value: a dictionary of it (written without hashing
+        # every row's copy; the same chunk as the repeated string).
+        name_field = self.arrow_schema.get_field_index(FILE_NAME_COLUMN)
+        self._name_index = (
+            name_field
+            if file_name is not None
+            and name_field >= 0
+            and pa.types.is_string(self.arrow_schema.field(name_field).type)
+            else -1
+        )
+        dictionaries = set(dictionary_columns) - {FILE_NAME_COLUMN, record_key_column}
+        if self._name_index >= 0:
+            dictionaries.add(FILE_NAME_COLUMN)
+        self._write_schema = with_dictionaries(self.arrow_schema, dictionaries)
         self._key_column = record_key_column
         self._record_keys = record_keys
         self._bloom = (
@@ -247,7 +228,7 @@ class BaseFileWriter:
         try:
             self._writer = pq.ParquetWriter(
                 self._sink,
-                self.arrow_schema,
+                self._write_schema,
                 version="1.0",
                 data_page_version="1.0",
                 compression=codec,
@@ -272,11 +253,17 @@ class BaseFileWriter:
         return self._sink.tell()
 
     def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        if batch.schema.equals(self.arrow_schema):
+        if batch.schema.equals(self._write_schema):
             out = batch
+            if self._name_index >= 0:
+                field = self._write_schema.field(self._name_index)
+                out = out.set_column(self._name_index, field, self._file_name_column(out.num_rows))
         else:
             columns = []
-            for f in self.arrow_schema:
+            for i, f in enumerate(self._write_schema):
+                if i == self._name_index:
+                    columns.append(pa.nulls(0, f.type))  # filled in below
+                    continue
                 idx = batch.schema.get_field_index(f.name)
                 if idx < 0:
                     if not f.nullable:
@@ -293,17 +280,20 @@ class BaseFileWriter:
             extra = set(batch.schema.names) - set(self.arrow_schema.names)
             if extra:
                 raise ValueError(f"batch has columns that are not in the Avro schema: {sorted(extra)}")
-            out = pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
-        if self._file_name is not None and FILE_NAME_COLUMN in self.arrow_schema.names:
-            idx = self.arrow_schema.get_field_index(FILE_NAME_COLUMN)
-            const = pa.repeat(pa.scalar(self._file_name, self.arrow_schema.field(idx).type), out.num_rows)
-            out = out.set_column(idx, self.arrow_schema.field(idx), const)
+            if self._name_index >= 0:
+                columns[self._name_index] = self._file_name_column(batch.num_rows)
+            out = pa.RecordBatch.from_arrays(columns, schema=self._write_schema)
         for i, f in enumerate(self.arrow_schema):
             col = out.column(i)
             if not f.nullable and col.null_count:
                 raise UnsupportedTableError(f"required column {f.name!r} holds nulls", path=self.location)
-            _check_no_null_elements(col, f.name)
+            check_no_null_elements(col, f.name)
         return out
+
+    def _file_name_column(self, rows: int) -> pa.Array:
+        return pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(rows, dtype=np.int32)), pa.array([self._file_name], pa.string())
+        )
 
     def _track_keys(self, batch: pa.RecordBatch) -> None:
         if self._record_keys is not None:
@@ -321,9 +311,9 @@ class BaseFileWriter:
             mm = java_string_min_max(keys)
             if mm is not None:
                 lo, hi = mm
-                if self._min is None or _utf16(lo) < _utf16(self._min):
+                if self._min is None or utf16(lo) < utf16(self._min):
                     self._min = lo
-                if self._max is None or _utf16(hi) > _utf16(self._max):
+                if self._max is None or utf16(hi) > utf16(self._max):
                     self._max = hi
 
     def write(self, data: pa.RecordBatch | pa.Table) -> None:
@@ -350,7 +340,7 @@ class BaseFileWriter:
         a last partial group stays buffered."""
         if not self._pending:
             return
-        table = pa.Table.from_batches(self._pending, schema=self.arrow_schema)
+        table = pa.Table.from_batches(self._pending, schema=self._write_schema)
         limit = self._max_rows or table.num_rows
         start = 0
         while start < table.num_rows and (everything or table.num_rows - start >= limit):
@@ -457,6 +447,7 @@ def write_base_file(
     dictionary: bool = True,
     file_name: str | None = None,
     extra_footer_metadata: Mapping[str, str] | None = None,
+    dictionary_columns: Collection[str] = (),
 ) -> BaseFileWriteResult:
     """Write a whole base file from batches (or a table), streaming; options as for `BaseFileWriter`.
 
@@ -477,6 +468,7 @@ def write_base_file(
         dictionary=dictionary,
         file_name=file_name,
         extra_footer_metadata=extra_footer_metadata,
+        dictionary_columns=dictionary_columns,
     )
     try:
         if isinstance(batches, pa.Table):

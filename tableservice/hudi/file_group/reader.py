@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tableservice.errors import CorruptFileError, TableServiceError, UnsupportedTableError
+from tableservice.hudi.file_group.dictionary_read import DictionaryColumns
 from tableservice.hudi.file_group.log_format import (
     BlockType,
     CorruptBlock,
@@ -251,10 +252,13 @@ class FileGroupReader:
             note_records_read(decoded.table.num_rows)
             yield decoded
 
-    def iter_base(self, base: BaseFile, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    def iter_base(
+        self, base: BaseFile, columns: Sequence[str] | None = None, dictionaries: DictionaryColumns | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The base file's rows, batch by batch; `dictionaries`: the columns to read as Arrow dictionaries."""
         try:
             with self.storage.open_input_file(base.location) as f:
-                pf = pq.ParquetFile(f)
+                pf = _open_base(f, dictionaries)
                 wanted = None
                 if columns is not None:
                     present = set(pf.schema_arrow.names)
@@ -267,15 +271,20 @@ class FileGroupReader:
         except (pa.ArrowException, OSError) as e:
             raise CorruptFileError(f"base file does not read: {e}", table=self.table_name, path=base.location) from e
 
-    def read_slice(self, slice_: FileSlice, columns: Sequence[str] | None = None) -> Generator[pa.Table, None, None]:
-        """Merged rows of one slice, as tables of at most about `batch_rows` rows, in the read schema."""
+    def read_slice(
+        self, slice_: FileSlice, columns: Sequence[str] | None = None, dictionaries: DictionaryColumns | None = None
+    ) -> Generator[pa.Table, None, None]:
+        """Merged rows of one slice, as tables of at most about `batch_rows` rows, in the read schema.
+        `dictionaries`: a slice without log files reads the columns it chooses as Arrow dictionaries (of the
+        read schema's value types); a merged slice ignores it."""
         target = self.schema
         self.last_spill = SpillStats()  # set again by a bounded-memory merge that spills
         if not slice_.log_files:
             self.last_stats = ScanStats()
             if slice_.base_file is not None:
-                for batch in self.iter_base(slice_.base_file, columns):
-                    yield _align(pa.Table.from_batches([batch]), target, columns)
+                for batch in self.iter_base(slice_.base_file, columns, dictionaries):
+                    schema = dictionaries.schema(target) if dictionaries is not None else target
+                    yield _align(pa.Table.from_batches([batch]), schema, columns)
             return
         if self.memory_budget is not None:
             from tableservice.hudi.file_group.spill_merge import read_slice_bounded
@@ -293,15 +302,49 @@ class FileGroupReader:
             yield _align(inserts, target, columns)
 
 
+def _open_base(f: pa.NativeFile, dictionaries: DictionaryColumns | None) -> pq.ParquetFile:
+    """A base file's reader, with the columns `dictionaries` chose (from this file when it is the first) read as
+    dictionaries."""
+    chosen = dictionaries.chosen if dictionaries is not None else None
+    if chosen:
+        try:
+            return pq.ParquetFile(f, read_dictionary=chosen)
+        except KeyError:  # the file lacks one of them (written before the column was added)
+            pass
+    pf = pq.ParquetFile(f)
+    if dictionaries is not None:
+        present = set(pf.schema_arrow.names)
+        wanted = [c for c in dictionaries.choose(pf.metadata) if c in present]
+        if wanted:  # the same file again, its footer already parsed
+            pf = pq.ParquetFile(f, metadata=pf.metadata, read_dictionary=wanted)
+    return pf
+
+
+_PROJECTIONS: dict[tuple[int, tuple[str, ...]], tuple[pa.Schema, pa.Schema | None]] = {}
+
+
+def _projection(schema: pa.Schema, names: tuple[str, ...]) -> pa.Schema | None:
+    """The read schema's fields `names`, in that order (None if one is not in it): built once per read schema
+    object (held with its entry, so that its id is not reused) and column list, not once per file."""
+    key = (id(schema), names)
+    cached = _PROJECTIONS.get(key)
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    known = set(schema.names)
+    projected = pa.schema([schema.field(n) for n in names]) if all(n in known for n in names) else None
+    if len(_PROJECTIONS) >= 64:
+        _PROJECTIONS.clear()
+    _PROJECTIONS[key] = (schema, projected)
+    return projected
+
+
 def _align(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None) -> pa.Table:
     """Cast to the read schema (columns missing from old files become nulls) and project."""
     names = list(columns) if columns is not None else schema.names
     if table.column_names == names:
-        known = set(schema.names)
-        if all(n in known for n in names):
-            target = pa.schema([schema.field(n) for n in names])
-            if table.schema.equals(target):  # the common case: a base file in the read schema
-                return pa.Table.from_arrays(table.columns, schema=target)  # without the file's footer metadata
+        target = _projection(schema, tuple(names))
+        if target is not None and table.schema.equals(target):  # the common case: a base file in the read schema
+            return pa.Table.from_arrays(table.columns, schema=target)  # without the file's footer metadata
     arrays = []
     fields = []
     for name in names:
