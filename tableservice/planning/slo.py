@@ -68,8 +68,13 @@ class SloTargets:
         value: float | None = getattr(self, target.value)
         return value
 
-    def __bool__(self) -> bool:
-        return any(self.limit(t) is not None for t in Target)
+    def __bool__(self) -> bool:  # asked for every service on every poll
+        return not (
+            self.max_uncompacted_log_age_seconds is None
+            and self.max_log_files_per_file_group is None
+            and self.max_small_files is None
+            and self.max_pending_age_seconds is None
+        )
 
 
 @dataclass(frozen=True)

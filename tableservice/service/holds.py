@@ -33,6 +33,8 @@ class Holds:
 
     def expire(self) -> bool:
         """Drop the holds that ran out; True when one did."""
+        if not self._held:  # asked several times per poll: nearly always nothing is held
+            return False
         now = time.monotonic()
         gone = [k for k, held in self._held.items() if held.until <= now]
         for key in gone:

@@ -228,3 +228,9 @@ def test_expected_duration_is_the_mean_of_the_last_completed_actions() -> None:
     assert expected_duration(newest_first) == sum(newest_first[:5]) / 5
     assert expected_duration([]) == DEFAULT_ACTION_SECONDS
     assert expected_duration([], 7.0) == 7.0
+
+
+def test_targets_are_true_when_any_target_is_set() -> None:
+    assert not SloTargets()
+    for target in Target:  # every kind of target, so that a new one cannot be left out of the check
+        assert SloTargets(**{target.value: 1})
