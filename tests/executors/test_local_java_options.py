@@ -17,11 +17,11 @@ def test_local_masters_get_the_flags(master: str) -> None:
 
 
 def test_user_flags_come_after_ours_and_log4j_after_both() -> None:
-    user = "-XX:TieredStopAtLevel=4 -Dx=1"
+    user = "-XX:+UseParallelGC -Dx=1"
     got = local_java_options({"spark.master": "local[2]", KEY: f" {user} "})
     assert got[KEY] == f"{LOCAL_JAVA_OPTIONS} {user}"
     flags = got[KEY].split()
-    assert flags.index("-XX:TieredStopAtLevel=4") > flags.index("-XX:TieredStopAtLevel=1")
+    assert flags.index("-XX:+UseParallelGC") > flags.index("-XX:+UseSerialGC")  # the user's collector wins
     final = driver_conf(got, "/tmp/log4j2.properties")[KEY]
     assert final == f"{LOCAL_JAVA_OPTIONS} {user} -Dlog4j2.configurationFile=/tmp/log4j2.properties"
 
