@@ -286,13 +286,15 @@ index build took 6.67 s / 6.27 s."""
 
 
 def local_java_options(options: Mapping[str, str]) -> dict[str, str]:
-    """`options` with `LOCAL_JAVA_OPTIONS` before the user's driver Java options (a flag the user gives wins: the
-    JVM takes the last one) when the master is local; other masters' options unchanged."""
+    """`options` with `LOCAL_JAVA_OPTIONS` before the user's driver Java options when the master is local, unless the
+    user chose a collector (the JVM refuses to start with two); other masters' options unchanged."""
     out = dict(options)
     master = out.get("spark.master", "").strip()
     if not re.fullmatch(r"local(\[.*\])?", master):
         return out
     user = out.get("spark.driver.extraJavaOptions", "").strip()
+    if re.search(r"-XX:[+-]Use\w*GC\b", user):
+        return out
     out["spark.driver.extraJavaOptions"] = f"{LOCAL_JAVA_OPTIONS} {user}" if user else LOCAL_JAVA_OPTIONS
     return out
 

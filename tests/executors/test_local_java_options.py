@@ -17,13 +17,18 @@ def test_local_masters_get_the_flags(master: str) -> None:
 
 
 def test_user_flags_come_after_ours_and_log4j_after_both() -> None:
-    user = "-XX:+UseParallelGC -Dx=1"
+    user = "-XX:TieredStopAtLevel=1 -Dx=1"
     got = local_java_options({"spark.master": "local[2]", KEY: f" {user} "})
     assert got[KEY] == f"{LOCAL_JAVA_OPTIONS} {user}"
-    flags = got[KEY].split()
-    assert flags.index("-XX:+UseParallelGC") > flags.index("-XX:+UseSerialGC")  # the user's collector wins
     final = driver_conf(got, "/tmp/log4j2.properties")[KEY]
     assert final == f"{LOCAL_JAVA_OPTIONS} {user} -Dlog4j2.configurationFile=/tmp/log4j2.properties"
+
+
+@pytest.mark.parametrize("collector", ["-XX:+UseG1GC", "-XX:+UseParallelGC", "-XX:+UseZGC", "-XX:-UseSerialGC"])
+def test_a_collector_the_user_chose_is_left_alone(collector: str) -> None:
+    """The JVM refuses to start with two collectors ("Multiple garbage collectors selected")."""
+    options = {"spark.master": "local[2]", KEY: f"-Xmx2g {collector}"}
+    assert local_java_options(options) == options
 
 
 @pytest.mark.parametrize("master", ["spark://host:7077", "yarn", "k8s://https://api:6443", "localhost"])
