@@ -72,18 +72,24 @@ class Table:
                 raise
 
 
-async def test_tables_due_together_share_hops_and_stay_parked_while_idle() -> None:
-    batches = PollBatches(window_seconds=0.05, max_batch=8, max_concurrent=2)
-    tables = [Table(f"t{i}", idle_polls=2) for i in range(12)]
+async def _park_all(batches: PollBatches, tables: list[Table], due: float | None = None) -> None:
+    """Serve the schedule while `tables` park, all due at `due` (now by default), until every one is handed back."""
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(batches.run)
             await anyio.sleep(0.01)
-            now = time.monotonic()
+            at = time.monotonic() if due is None else due
             async with anyio.create_task_group() as parked:
                 for t in tables:
-                    parked.start_soon(t.park, batches, now)
+                    parked.start_soon(t.park, batches, at)
             tg.cancel_scope.cancel()
+
+
+async def test_tables_due_together_share_hops_and_stay_parked_while_idle() -> None:
+    batches = PollBatches(window_seconds=0.05, max_batch=8, max_concurrent=2)
+    tables = [Table(f"t{i}", idle_polls=2) for i in range(12)]
+    now = time.monotonic() + 0.02  # after the schedule starts
+    await _park_all(batches, tables, now)
     loop_thread = threading.get_ident()
     for t in tables:
         # polled three times: two idle polls settled in place, the third handed back with its own value
@@ -123,14 +129,7 @@ async def test_an_error_reaches_only_its_own_table() -> None:
         raise StorageError("listing failed", path="s3://b/t/.hoodie")
 
     bad, good = Table("bad", poll=broken), Table("good", idle_polls=1)
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(batches.run)
-            await anyio.sleep(0.01)
-            async with anyio.create_task_group() as parked:
-                parked.start_soon(bad.park, batches, time.monotonic())
-                parked.start_soon(good.park, batches, time.monotonic())
-            tg.cancel_scope.cancel()
+    await _park_all(batches, [bad, good])
     assert isinstance(bad.got, Polled) and isinstance(bad.got.error, StorageError)
     assert bad.got.error.path == "s3://b/t/.hoodie"
     with pytest.raises(StorageError, match="listing failed"):
@@ -291,14 +290,7 @@ async def test_a_base_exception_of_one_poll_reaches_its_table_and_the_hop_goes_o
         raise Stop()
 
     stopping, after = Table("stops", poll=stops), Table("after")
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(batches.run)
-            await anyio.sleep(0.01)
-            async with anyio.create_task_group() as parked:
-                parked.start_soon(stopping.park, batches, time.monotonic())
-                parked.start_soon(after.park, batches, time.monotonic())
-            tg.cancel_scope.cancel()
+    await _park_all(batches, [stopping, after])
     assert isinstance(stopping.got, Polled) and isinstance(stopping.got.error, Stop)
     assert after.got == Polled("after#1")
     assert batches.hops == 1

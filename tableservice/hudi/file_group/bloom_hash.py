@@ -244,24 +244,33 @@ def position_chunks_of(
                 out[:, i - start] = key_positions(key, nb_hash, vector_size, hash_type)
             yield slice(start, stop), out
         return
+    for which, matrix, length in _length_chunks(data, offsets, _CHUNK):
+        yield which, _murmur_group(matrix, length, nb_hash, vector_size, as_index)
+
+
+def _length_chunks(
+    data: npt.NDArray[np.uint8], offsets: I64, chunk: int
+) -> Iterator[tuple[I64 | slice, npt.NDArray[np.uint8], int]]:
+    """The keys (at least one) in chunks of at most `chunk` keys of one byte length: (which keys, their bytes as an
+    (m, length) matrix, length). Which keys: a slice of the input when all keys have one length (fixed-format keys:
+    the bytes are already a matrix), else an index array (keys grouped by length)."""
+    n = len(offsets) - 1
     lengths = np.diff(offsets)
     first = int(lengths[0])
     if int(lengths.min()) == first == int(lengths.max()):
-        # One key length (fixed-format keys): the bytes are already an (n, length) matrix.
         matrix = data[int(offsets[0]) : int(offsets[-1])].reshape(n, first)
-        for start in range(0, n, _CHUNK):
-            stop = min(n, start + _CHUNK)
-            yield slice(start, stop), _murmur_group(matrix[start:stop], first, nb_hash, vector_size, as_index)
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
+            yield slice(start, stop), matrix[start:stop], first
         return
     order = np.argsort(lengths, kind="stable")
-    sorted_lengths = lengths[order]
-    bounds = np.flatnonzero(np.diff(sorted_lengths)) + 1
+    bounds = np.flatnonzero(np.diff(lengths[order])) + 1
     for group in np.split(order, bounds):
         length = int(lengths[group[0]])
         span = np.arange(length, dtype=np.int64)[None, :]
-        for start in range(0, len(group), _CHUNK):
-            idx = group[start : start + _CHUNK]
-            yield idx, _murmur_group(data[offsets[idx][:, None] + span], length, nb_hash, vector_size, as_index)
+        for start in range(0, len(group), chunk):
+            idx = group[start : start + chunk]
+            yield idx, data[offsets[idx][:, None] + span], length
 
 
 def positions_many(keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH) -> Pos:
@@ -293,24 +302,9 @@ def set_bits(
         for which, positions in position_chunks_of(data, offsets, nb_hash, vector_size, hash_type, as_index=True):
             _scatter(positions, bit_rows, None if targets is None else targets[which])
         return
-    lengths = np.diff(offsets)
-    first = int(lengths[0])
-    if int(lengths.min()) == first == int(lengths.max()):
-        matrix = data[int(offsets[0]) : int(offsets[-1])].reshape(n, first)
-        for start in range(0, n, _SCATTER_CHUNK):
-            stop = min(n, start + _SCATTER_CHUNK)
-            rows = None if targets is None else targets[start:stop]
-            _scatter_passes(matrix[start:stop], first, nb_hash, vector_size, bit_rows, rows)
-        return
-    order = np.argsort(lengths, kind="stable")
-    bounds = np.flatnonzero(np.diff(lengths[order])) + 1
-    for group in np.split(order, bounds):
-        length = int(lengths[group[0]])
-        span = np.arange(length, dtype=np.int64)[None, :]
-        for start in range(0, len(group), _SCATTER_CHUNK):
-            idx = group[start : start + _SCATTER_CHUNK]
-            rows = None if targets is None else targets[idx]
-            _scatter_passes(data[offsets[idx][:, None] + span], length, nb_hash, vector_size, bit_rows, rows)
+    for which, matrix, length in _length_chunks(data, offsets, _SCATTER_CHUNK):
+        rows = None if targets is None else targets[which]
+        _scatter_passes(matrix, length, nb_hash, vector_size, bit_rows, rows)
 
 
 def _runs(rows: I64 | None, n: int) -> tuple[Index | None, list[tuple[int, int, int]]]:
