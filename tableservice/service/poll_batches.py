@@ -64,10 +64,8 @@ class _Parked(Generic[T]):
     settle: Callable[[T], float | None]
     wake: anyio.Event
     state: _State = _State.QUEUED
-    ran: bool = False
-    value: T | None = None
-    error: BaseException | None = None
-    outcome: Polled[T] | None = None
+    polled: Polled[T] | None = None  # what its poll in the current hop gave (None: not run)
+    outcome: Polled[T] | None = None  # what was handed back to its task
     withdrawn: bool = False  # its task was woken while its poll ran: the result goes to the task, unsettled
     finished: anyio.Event | None = field(default=None, repr=False)
 
@@ -75,10 +73,9 @@ class _Parked(Generic[T]):
         if self.state is not _State.RUNNING:
             return
         try:
-            self.value = self.poll(self.due_at)
+            self.polled = Polled(self.poll(self.due_at))
         except BaseException as e:  # handed to the table's own task, which raises it as its own poll would
-            self.error = e
-        self.ran = True
+            self.polled = Polled(None, e)
 
 
 class PollBatches:
@@ -198,12 +195,11 @@ class PollBatches:
             entry.finished.set()
         if entry.state is not _State.RUNNING:
             return
-        if not entry.ran:  # the schedule stopped before its poll
+        polled, entry.polled = entry.polled, None
+        if polled is None:  # the schedule stopped before its poll
             self._hand_back(entry, None)
             return
         self.polls += 1
-        polled: Polled[Any] = Polled(entry.value, entry.error)
-        entry.ran, entry.value, entry.error = False, None, None
         if polled.error is not None or entry.withdrawn or not self._serving:
             self._hand_back(entry, polled)
             return
