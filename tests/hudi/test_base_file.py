@@ -360,3 +360,18 @@ def test_unsupported_schemas(field_type: Any, message: str) -> None:
     schema = {"type": "record", "name": "r", "fields": [{"name": "f", "type": field_type}]}
     with pytest.raises(UnsupportedTableError, match=message):
         avro_to_arrow_schema(schema)
+
+
+def test_a_file_name_column_that_is_not_a_string_is_refused(tmp_path: Path) -> None:
+    """The writer fills `_hoodie_file_name` in as a string dictionary: another type is an error, not a column left
+    as the rows had it."""
+    avsc = (
+        '{"type": "record", "name": "r", "fields": [{"name": "_hoodie_record_key", "type": "string"},'
+        ' {"name": "_hoodie_file_name", "type": "long"}]}'
+    )
+    table = pa.table({"_hoodie_record_key": ["k1"], "_hoodie_file_name": pa.array([7], pa.int64())})
+    with pytest.raises(ValueError, match="_hoodie_file_name is not a string column: int64"):
+        write_base_file(STORAGE, str(tmp_path / "f.parquet"), table, avro_schema=avsc, file_name="f.parquet")
+    # without a file name to fill in, the column is written as the rows have it
+    write_base_file(STORAGE, str(tmp_path / "g.parquet"), table, avro_schema=avsc)
+    assert pq.read_table(tmp_path / "g.parquet").column("_hoodie_file_name").to_pylist() == [7]

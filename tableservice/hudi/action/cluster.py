@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import InvalidPlanError, StaleAttemptError
-from tableservice.hudi.action.compact import FILE_NAME, check_attempt, slice_at, task_reader, with_file_name
+from tableservice.hudi.action.compact import FILE_NAME, check_attempt, slice_at, task_reader
 from tableservice.hudi.file_group.base_file import RECORD_KEY_COLUMN, write_base_file
 from tableservice.hudi.file_group.dictionary_read import DictionaryColumns, is_dictionary_candidate
 from tableservice.hudi.file_group.filenames import BaseFileName
@@ -200,7 +200,7 @@ def _dictionary_columns(task: ClusteringTask, schema: pa.Schema, columns: Sequen
     candidates = [
         n
         for n in columns
-        if n not in (RECORD_KEY_COLUMN, FILE_NAME)
+        if n != RECORD_KEY_COLUMN  # `columns` holds `_hoodie_file_name` only as a sort column
         and n not in task.sort_columns
         and is_dictionary_candidate(schema.field(n))
     ]
@@ -240,7 +240,7 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
         )
     ]
     rows = pa.concat_tables(parts) if parts else pa.schema([schema.field(n) for n in columns]).empty_table()
-    if dictionaries is not None and dictionaries.chosen:
+    if dictionaries is not None and dictionaries.names:
         # One dictionary per column for the whole group (each input file brought its own): each file's gather
         # would otherwise unify them again. The values stay as they are.
         rows = rows.unify_dictionaries()
@@ -263,7 +263,6 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
             create_marker(storage, task.base_path, task.instant_time, task.partition_path, name, MarkerType.CREATE)
             location = join(partition_location(task.base_path, task.partition_path), name)
             piece = rows.slice(offset, size) if order is None else rows.take(order.slice(offset, size))
-            piece = with_file_name(piece, name)
             offset += size
             result = write_base_file(
                 storage,
@@ -272,7 +271,7 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
                 avro_schema=task.avro_schema,
                 compression=task.compression,
                 file_name=name,
-                dictionary_columns=(dictionaries.chosen or ()) if dictionaries is not None else (),
+                dictionary_columns=dictionaries.names if dictionaries is not None else (),  # file name: the writer's
             )
             written.append(location)
             relative = f"{task.partition_path}/{name}" if task.partition_path else name

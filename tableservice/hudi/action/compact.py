@@ -136,17 +136,6 @@ def check_attempt(storage: Storage, task: Any) -> None:
     _check_attempt(storage, task)
 
 
-def with_file_name(table: pa.Table, name: str) -> pa.Table:
-    return _with_file_name(table, name)
-
-
-def _with_file_name(table: pa.Table, name: str) -> pa.Table:
-    if FILE_NAME not in table.column_names:
-        return table
-    idx = table.schema.get_field_index(FILE_NAME)
-    return table.set_column(idx, table.schema.field(idx), pa.repeat(pa.scalar(name, pa.string()), table.num_rows))
-
-
 def run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteStat:
     """Merge the slice and write the new base file (marker first). Returns the write stat of the new file. The
     input files open without a HEAD where the task carries their sizes."""

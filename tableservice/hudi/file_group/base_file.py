@@ -188,13 +188,9 @@ class BaseFileWriter:
         # `_hoodie_file_name`, when the writer fills it in, is one value: a dictionary of it (written without hashing
         # every row's copy; the same chunk as the repeated string).
         name_field = self.arrow_schema.get_field_index(FILE_NAME_COLUMN)
-        self._name_index = (
-            name_field
-            if file_name is not None
-            and name_field >= 0
-            and pa.types.is_string(self.arrow_schema.field(name_field).type)
-            else -1
-        )
+        self._name_index = name_field if file_name is not None else -1
+        if self._name_index >= 0 and not pa.types.is_string(self.arrow_schema.field(name_field).type):
+            raise ValueError(f"{FILE_NAME_COLUMN} is not a string column: {self.arrow_schema.field(name_field).type}")
         dictionaries = set(dictionary_columns) - {FILE_NAME_COLUMN, record_key_column}
         if self._name_index >= 0:
             dictionaries.add(FILE_NAME_COLUMN)

@@ -4,10 +4,10 @@ A key is its UTF-8 bytes; the empty key is rejected (as Java's `HashFunction` do
 `h_0 = hash(key, 0)`, `h_i = hash(key, h_{i-1})`, position `|h_i % vectorSize|` with Java's signed `%`.
 Murmur's tail bytes are *sign-extended* Java bytes (this differs from the C reference for bytes >= 0x80).
 
-`position_chunks` hashes many keys with numpy: keys of one byte length are hashed together (keys of one length
-only, the common case of fixed-format keys, straight from the Arrow buffer; otherwise grouped by length), the
-seed-independent block mixing is done once per key, and each group is processed in cache-sized chunks, so
-that a filter sets the bits of a chunk while its positions are still in cache.
+`position_chunks_of` and `set_bits` hash many keys with numpy: keys of one byte length are hashed together
+(keys of one length only, the common case of fixed-format keys, straight from the Arrow buffer; otherwise grouped
+by length), the seed-independent block mixing is done once per key, and each group is processed in cache-sized
+chunks, so that a filter sets the bits of a chunk while its positions are still in cache.
 """
 
 from __future__ import annotations
@@ -212,15 +212,6 @@ def key_positions(key: bytes, nb_hash: int, vector_size: int, hash_type: int = M
     return out
 
 
-def position_chunks(
-    keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH
-) -> Iterator[tuple[I64 | slice, Pos | Index]]:
-    """Bit positions of many keys, chunk by chunk: (which keys, their positions of shape (nb_hash, m)). The
-    keys of a chunk are a slice of the input when all keys have one byte length, else an index array (keys
-    are grouped by length); every key comes in exactly one chunk."""
-    return position_chunks_of(*key_bytes(keys), nb_hash, vector_size, hash_type)
-
-
 def position_chunks_of(
     data: npt.NDArray[np.uint8],
     offsets: I64,
@@ -230,7 +221,8 @@ def position_chunks_of(
     *,
     as_index: bool = False,
 ) -> Iterator[tuple[I64 | slice, Pos | Index]]:
-    """`position_chunks` of keys given as their bytes and offsets (`key_bytes`); `as_index`: positions as numpy's
+    """Bit positions of many keys given as their bytes and offsets (`key_bytes`), chunk by chunk: (which keys,
+    their positions of shape (nb_hash, m)); every key comes in exactly one chunk. `as_index`: positions as numpy's
     index type (setting bits with them is about twice as fast as with uint32 positions), else uint32."""
     n = len(offsets) - 1
     if n == 0:

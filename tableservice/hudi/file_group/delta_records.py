@@ -195,8 +195,7 @@ class DeltaRecords:
     def _push(self, rows: pa.Table, *, block: bool) -> None:
         self._pending.append((rows, block))
         self._pending_rows += rows.num_rows
-        state_rows = self.state_size() if self._pending else 0
-        if self._pending_rows >= max(_CONSOLIDATE_MIN_ROWS, state_rows):
+        if self._pending_rows >= max(_CONSOLIDATE_MIN_ROWS, self.state_size()):
             self._consolidate()
 
     # ---- folding -----------------------------------------------------------------------------------------

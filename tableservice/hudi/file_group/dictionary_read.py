@@ -73,6 +73,11 @@ class DictionaryColumns:
         self.chosen: tuple[str, ...] | None = None
         self._schemas: tuple[pa.Schema, pa.Schema] | None = None  # the last read schema and its version
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The chosen columns (none before the choice)."""
+        return self.chosen or ()
+
     def choose(self, metadata: pq.FileMetaData) -> tuple[str, ...]:
         if self.chosen is None:
             self.chosen = low_cardinality_columns(metadata, self.candidates)
