@@ -123,7 +123,8 @@ def test_tasks_run_on_the_system_allocator_in_a_worker_never_warmed() -> None:
         "list(_run_task_batches([], []))\n"
         "print(pa.default_memory_pool().backend_name)\n"
     )
-    assert _python_without_pool_setting(code).split() == ["mimalloc", "system"]
+    before, after = _python_without_pool_setting(code).split()
+    assert (before != "system", after) == (True, "system")  # pyarrow's build default (mimalloc here), then glibc
 
 
 def _python_without_pool_setting(code: str) -> str:

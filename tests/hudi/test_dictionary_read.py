@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from tableservice.hudi.action import cluster
 from tableservice.hudi.action.cluster import run_clustering_task
@@ -124,7 +125,9 @@ def _base_files_table(root: Path) -> str:
     return path
 
 
-def test_a_group_of_base_files_reads_through_dictionaries_and_keeps_its_rows(tmp_path: Path) -> None:
+def test_a_group_of_base_files_reads_through_dictionaries_and_keeps_its_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _base_files_table(tmp_path)
     before = hudi_read(path)
     table = HudiTable.open(Storage(), path)
@@ -147,11 +150,8 @@ def test_a_group_of_base_files_reads_through_dictionaries_and_keeps_its_rows(tmp
         chosen.append(found)
         return found
 
-    cluster._dictionary_columns = recording  # type: ignore[assignment]
-    try:
-        stats = run_clustering_task(Storage(), task)
-    finally:
-        cluster._dictionary_columns = choose  # type: ignore[assignment]
+    monkeypatch.setattr(cluster, "_dictionary_columns", recording)
+    stats = run_clustering_task(Storage(), task)
     (dictionaries,) = chosen
     assert dictionaries is not None
     assert set(dictionaries.chosen or ()) >= {"_hoodie_commit_time", "_hoodie_partition_path", "city"}

@@ -427,7 +427,7 @@ def test_delta_records_inputs_and_accessors() -> None:
 def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, monkeypatch: pytest.MonkeyPatch) -> None:
     """A closed-form fold keeps its input rows and the winners' positions (the merge takes what it emits in one take);
     the merged rows, the remaining inserts and a later fold equal those of a state taken at once."""
-    from tableservice.hudi.file_group import delta_records as merge_module
+    from tableservice.hudi.file_group import delta_records
 
     rng = np.random.default_rng(11)
     base = rows([f"k{i:03d}" for i in range(200)], rng.integers(0, 50, 200).tolist())
@@ -440,20 +440,22 @@ def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, mo
         for b, picks in enumerate(rng.choice(260, size=(3, 70), replace=True))
     ]
 
-    def merged(lazy_rows_per_key: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-        monkeypatch.setattr(merge_module, "_LAZY_MAX_ROWS_PER_KEY", lazy_rows_per_key)
+    def merged(lazy_rows_per_key: int) -> tuple[bool, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        monkeypatch.setattr(delta_records, "_LAZY_MAX_ROWS_PER_KEY", lazy_rows_per_key)
         delta = DeltaRecords(cfg(mode, "ts"), base.schema)
         for block in blocks:
             delta.add_data(block)
         delta.add_deletes(pa.array(["k005", "k250"]), pa.array([99, 99], pa.int64()))
         matched = delta.new_match_mask()
+        unmaterialised = delta._rows is not None  # the state is the fold's input rows and the winners' positions
         parts = [merge_base_batch(b, delta, schema=base.schema, matched=matched) for b in base.to_batches(60)]
         inserts = remaining_inserts(delta, matched, schema=base.schema)
         delta.add_data(rows(["k001", "k300"], [100, 1]))  # folds again, on top of the kept state
-        return pa.concat_tables(parts).to_pylist(), inserts.to_pylist(), delta.to_table().to_pylist()
+        return unmaterialised, pa.concat_tables(parts).to_pylist(), inserts.to_pylist(), delta.to_table().to_pylist()
 
-    lazy = merged(2)
-    eager = merged(0)
+    lazy_state, *lazy = merged(2)
+    eager_state, *eager = merged(0)
+    assert (lazy_state, eager_state) == (True, False)  # each run took the path it is named after
     assert lazy == eager
     out, inserts, later = lazy
     assert {r[KEY] for r in inserts} == {f"k{i}" for i in range(200, 260)} & {
