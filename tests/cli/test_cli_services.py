@@ -21,25 +21,12 @@ def _data_files(path: str) -> set[str]:
 @pytest.mark.oracle
 def test_clean_dry_run_then_execute(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tableservice.hudi.table.config import TableType
-    from tableservice.hudi.table.schema import avro_schema_from_arrow
     from tableservice.hudi.write.client import WriteClient, WriteOptions
-    from tableservice.hudi.write.create import TableSpec, create_table
-    from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+    from tableservice.hudi.write.workload import Workload
+    from tests.support.trip_tables import create_trip_table
 
     path = str(tmp_path / "cow")
-    create_table(
-        Storage(),
-        path,
-        TableSpec(
-            name="cow",
-            table_type=TableType.COPY_ON_WRITE,
-            version=9,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "cow_record", "hoodie.cow"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, 9, TableType.COPY_ON_WRITE, name="cow")
     client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=100))
     for step in Workload(200, 5, 0.5, 0.0, partitions=1).steps():
         client.apply(step)

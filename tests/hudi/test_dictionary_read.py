@@ -24,10 +24,10 @@ from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.schema import add_meta_fields, arrow_schema_from_avro, avro_schema_from_arrow
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import ORDERING_FIELD, RECORD_KEY, TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.storage import Storage
 from tests.support.oracle import hudi_read
+from tests.support.trip_tables import create_trip_table
 
 CANDIDATES = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path"]
 
@@ -107,19 +107,7 @@ def test_a_file_written_from_dictionaries_is_the_file_written_from_strings(tmp_p
 
 def _base_files_table(root: Path) -> str:
     path = str(root / "t")
-    create_table(
-        Storage(),
-        path,
-        TableSpec(
-            name="dict_cluster",
-            table_type=TableType.COPY_ON_WRITE,
-            version=9,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "dict_cluster_record", "hoodie.dict_cluster"),
-            record_key_fields=(RECORD_KEY,),
-            partition_fields=(),
-            ordering_fields=(ORDERING_FIELD,),
-        ),
-    )
+    create_trip_table(path, 9, TableType.COPY_ON_WRITE, name="dict_cluster", partition_fields=())
     rows = next(iter(Workload(1200, 1, partitions=0, seed=3).steps())).records
     WriteClient(Storage(), path, options=WriteOptions(max_file_records=300, compression="snappy")).insert(rows)
     return path

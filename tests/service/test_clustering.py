@@ -17,11 +17,9 @@ import pytest
 
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.schema import avro_schema_from_arrow
 from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.create import TableSpec, create_table
-from tableservice.hudi.write.workload import TRIP_SCHEMA, Workload
+from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.service.actions import TableContext
@@ -148,19 +146,7 @@ def test_writes_to_groups_under_pending_clustering_are_rejected(tmp_path: Path, 
 def test_kill_9_mid_clustering_then_next_pass_completes(tmp_path: Path, spark_executor: Any) -> None:
     storage = Storage()
     path = str(tmp_path / "big")
-    create_table(
-        storage,
-        path,
-        TableSpec(
-            name="big",
-            table_type=TableType.COPY_ON_WRITE,
-            version=9,
-            schema=avro_schema_from_arrow(TRIP_SCHEMA, "big_record", "hoodie.big"),
-            record_key_fields=("uuid",),
-            partition_fields=("city",),
-            ordering_fields=("ts",),
-        ),
-    )
+    create_trip_table(path, 9, TableType.COPY_ON_WRITE, name="big", storage=storage)
     client = WriteClient(storage, path, options=WriteOptions(max_file_records=2500))
     client.insert(next(iter(Workload(150_000, 1, partitions=4, seed=3).steps())).records)
     before = hudi_read(path)

@@ -10,7 +10,13 @@ from tableservice.storage import Storage
 
 
 def create_trip_table(
-    path: str, version: int, table_type: TableType, *, name: str = "t", storage: Storage | None = None
+    path: str,
+    version: int,
+    table_type: TableType,
+    *,
+    name: str = "t",
+    storage: Storage | None = None,
+    partition_fields: tuple[str, ...] = ("city",),
 ) -> str:
     create_table(
         storage if storage is not None else Storage(),
@@ -21,7 +27,7 @@ def create_trip_table(
             version=version,
             schema=avro_schema_from_arrow(TRIP_SCHEMA, f"{name}_record", f"hoodie.{name}"),
             record_key_fields=("uuid",),
-            partition_fields=("city",),
+            partition_fields=partition_fields,
             ordering_fields=("ts",),
         ),
     )
