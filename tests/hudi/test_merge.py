@@ -462,3 +462,13 @@ def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, mo
         r[KEY] for b in blocks for r in b.to_pylist()
     } - {"k250"}
     assert "k005" not in {r[KEY] for r in out} and any(r[KEY] == "k300" for r in later)
+
+
+def test_combined_gives_one_array_of_the_same_values() -> None:
+    from tableservice.hudi.file_group.merge_core import combined
+
+    chunked = pa.chunked_array([["a", None], [], ["c"]])
+    one = combined(chunked)
+    assert isinstance(one, pa.Array) and one.to_pylist() == ["a", None, "c"] and one.type == pa.string()
+    array = pa.array([1, 2])
+    assert combined(array) is array

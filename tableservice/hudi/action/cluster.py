@@ -27,6 +27,7 @@ from tableservice.hudi.action.compact import FILE_NAME, check_attempt, slice_at,
 from tableservice.hudi.file_group.base_file import RECORD_KEY_COLUMN, write_base_file
 from tableservice.hudi.file_group.dictionary_read import DictionaryColumns, is_dictionary_candidate
 from tableservice.hudi.file_group.filenames import BaseFileName
+from tableservice.hudi.file_group.merge_core import combined
 from tableservice.hudi.models import HoodieReplaceCommitMetadata, HoodieWriteStat
 from tableservice.hudi.table.fs_view import partition_location
 from tableservice.hudi.write.markers import MarkerType, create_marker
@@ -85,25 +86,12 @@ class ClusteringTask:
         return cls(**data)
 
 
-def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """One array of a column's chunks; strings and binaries with 64-bit offsets when their bytes pass 32-bit ones
-    (a group's sort column of more than 2 GiB)."""
-    if not isinstance(column, pa.ChunkedArray):
-        return column
-    if column.nbytes >= 1 << 31:
-        if pa.types.is_string(column.type):
-            column = column.cast(pa.large_string())
-        elif pa.types.is_binary(column.type):
-            column = column.cast(pa.large_binary())
-    return column.combine_chunks()
-
-
 def _rank(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Dense rank of a column's values (nulls last), as uint64."""
     few = _few_value_ranks(column)
     if few is not None:
         return few
-    array = _combined(column)
+    array = combined(column)
     ranks = np.asarray(pc.rank(array, sort_keys="ascending", tiebreaker="dense"))
     return ranks.astype(np.uint64)
 
@@ -182,7 +170,7 @@ def sort_order(table: pa.Table, columns: Sequence[str], layout: str) -> pa.Array
         if few is not None:
             return few
         # One column: sorting it alone (chunks combined) is cheaper than sorting the table by it; same order.
-        column = _combined(table.column(columns[0]))
+        column = combined(table.column(columns[0]))
         return pc.array_sort_indices(column, order="ascending", null_placement="at_end")
     return pc.sort_indices(table, [(c, "ascending") for c in columns])
 

@@ -37,6 +37,7 @@ from tableservice.hudi.file_group.merge_core import (
     KeyGroups,
     PresentSets,
     align,
+    combined,
     commit_time_deletes,
     data_schema,
     flags_of,
@@ -73,10 +74,6 @@ def _string_keys(column: pa.Array | pa.ChunkedArray, what: str) -> pa.Array | pa
     if column.null_count:
         raise CorruptFileError(f"{what}: {column.null_count} records have a null {RECORD_KEY}")
     return column
-
-
-def _combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def _bool_array(values: BoolLike, n: int) -> BoolArray:
@@ -159,7 +156,7 @@ class DeltaRecords:
             if len(ordering_values) != n:
                 raise ValueError(f"{len(ordering_values)} ordering values for {n} delete keys")
             if pa.types.is_struct(ordering_values.type):
-                array = _combined(ordering_values)
+                array = combined(ordering_values)
                 for i in range(array.type.num_fields):
                     if array.type.field(i).name in fields:
                         columns[array.type.field(i).name] = array.field(i)
@@ -314,10 +311,10 @@ class DeltaRecords:
         """One column of `state()`, without materialising the other columns."""
         self._consolidate()
         if self._source is None or self._rows is None:
-            return _combined(self.state().column(name))
+            return combined(self.state().column(name))
         column = self._columns.get(name)
         if column is None:
-            column = self._columns[name] = _combined(self._source.column(name).take(pa.array(self._rows)))
+            column = self._columns[name] = combined(self._source.column(name).take(pa.array(self._rows)))
         return column
 
     def state_rows(self, indices: IntArray) -> pa.Table:

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import CorruptFileError
-from tableservice.hudi.file_group.delta_records import ROW_COUNT, BoolArray, DeltaRecords, _combined, _string_keys
+from tableservice.hudi.file_group.delta_records import ROW_COUNT, BoolArray, DeltaRecords, _string_keys
 from tableservice.hudi.file_group.merge_config import (
     COMMIT_TIME_STRATEGY_ID,
     CUSTOM_STRATEGY_ID,
@@ -50,6 +50,7 @@ from tableservice.hudi.file_group.merge_core import (
     PRESENT,
     RECORD_KEY,
     align,
+    combined,
     data_schema,
     flags_of,
     joint_rank,
@@ -174,7 +175,7 @@ def remaining_inserts(
         keep &= ~matched_keys
     elif matched_keys is not None and n:
         keys = _string_keys(matched_keys, "matched keys")
-        keep &= ~to_numpy_bool(pc.is_in(delta.state_column(RECORD_KEY), value_set=_combined(keys)))
+        keep &= ~to_numpy_bool(pc.is_in(delta.state_column(RECORD_KEY), value_set=combined(keys)))
     target = schema if schema is not None else data_schema(delta.state_schema())
     if not n:
         return align(delta.state(), target)

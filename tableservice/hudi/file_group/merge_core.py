@@ -38,6 +38,19 @@ IntArray: TypeAlias = npt.NDArray[np.int64]
 BoolArray: TypeAlias = npt.NDArray[np.bool_]
 
 
+def combined(column: Column) -> pa.Array:
+    """One array of a column's chunks; strings and binaries with 64-bit offsets when their bytes pass 32-bit ones
+    (more than 2 GiB of values: combining them as they are would fail)."""
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    if column.nbytes >= 1 << 31:
+        if pa.types.is_string(column.type):
+            column = column.cast(pa.large_string())
+        elif pa.types.is_binary(column.type):
+            column = column.cast(pa.large_binary())
+    return column.combine_chunks()
+
+
 def to_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
     return data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
 
@@ -145,7 +158,7 @@ def dense_rank(columns: Sequence[Column]) -> IntArray:
         if pa.types.is_null(column.type):
             ranks.append(np.zeros(len(column), dtype=np.int64))
             continue
-        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        array = combined(column)
         if pa.types.is_dictionary(array.type):
             array = array.cast(array.type.value_type)
         try:
@@ -221,7 +234,7 @@ class KeyGroups:
     """Rows grouped by record key, each group in row order: `order[starts[g]:ends[g]]` are group g's rows."""
 
     def __init__(self, keys: Column) -> None:
-        array = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        array = combined(keys)
         if pa.types.is_string(array.type):
             array = array.cast(pa.binary())  # hashing binary skips UTF-8 handling: same groups, faster
         codes = pc.dictionary_encode(array).indices.to_numpy(zero_copy_only=False)
@@ -412,8 +425,7 @@ def lookup(probe: Column, keys: Column) -> IntArray:
     if len(probe) == 0 or len(keys) == 0:
         return np.full(len(probe), -1, dtype=np.int64)
     # Hashing binary skips UTF-8 handling and is measurably faster than string.
-    probe = probe.combine_chunks() if isinstance(probe, pa.ChunkedArray) else probe
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    probe, keys = combined(probe), combined(keys)
     probe, keys = probe.cast(pa.binary()), keys.cast(pa.binary())
     if len(probe) <= len(keys):
         where_in_probe = to_numpy_int(pc.index_in(keys, value_set=probe))

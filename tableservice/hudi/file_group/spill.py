@@ -32,6 +32,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from tableservice.hudi.file_group.merge_core import combined
+
 MAX_MEMORY_FOR_COMPACTION = "hoodie.memory.compaction.max.size"
 MAX_MEMORY_FRACTION_FOR_COMPACTION = "hoodie.memory.compaction.fraction"
 DEFAULT_MEMORY_FRACTION = 0.6
@@ -163,7 +165,7 @@ _HASH_CHUNK = 1 << 16
 def key_buckets(keys: pa.Array | pa.ChunkedArray, buckets: int) -> npt.NDArray[np.int64]:
     """Bucket (0..buckets-1) of each record key: a polynomial hash of the key's UTF-8 bytes, mixed. Equal keys go
     to equal buckets whatever array they come in (the hash reads only the key's bytes)."""
-    array = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    array = combined(keys)
     if pa.types.is_dictionary(array.type):
         array = array.cast(array.type.value_type)
     if not pa.types.is_large_string(array.type):
