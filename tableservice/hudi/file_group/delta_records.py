@@ -63,7 +63,7 @@ ROW_COUNT = "__hudi_merge_rows"
 _LAZY_MAX_ROWS_PER_KEY = 2  # a fold keeps its input rows (unmaterialised state) while they are at most this per key
 
 
-def _string_keys(column: pa.Array | pa.ChunkedArray, what: str) -> pa.Array | pa.ChunkedArray:
+def string_keys(column: pa.Array | pa.ChunkedArray, what: str) -> pa.Array | pa.ChunkedArray:
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     if not pa.types.is_string(column.type):
@@ -127,7 +127,7 @@ class DeltaRecords:
             raise CorruptFileError(f"log data block without a {RECORD_KEY} column (columns {t.column_names})")
         if t.num_rows == 0:
             return
-        keys = _string_keys(t.column(RECORD_KEY), "log data block")
+        keys = string_keys(t.column(RECORD_KEY), "log data block")
         t = t.set_column(t.schema.get_field_index(RECORD_KEY), RECORD_KEY, keys)
         t = t.drop_columns([c for c in INTERNAL if c in t.column_names])
         delete = self._deletes_of(t)
@@ -145,7 +145,7 @@ class DeltaRecords:
         """Add the records of one delete block: record keys and their ordering values (`orderingVal`; a struct
         with one field per ordering field when the table has several). A missing, null or `int` 0 ordering value
         is Hudi's default: such a delete wins over every earlier version, whatever its ordering value."""
-        keys = _string_keys(keys, "log delete block")
+        keys = string_keys(keys, "log delete block")
         n = len(keys)
         if n == 0:
             return

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import CorruptFileError
-from tableservice.hudi.file_group.delta_records import ROW_COUNT, BoolArray, DeltaRecords, _string_keys
+from tableservice.hudi.file_group.delta_records import ROW_COUNT, BoolArray, DeltaRecords, string_keys
 from tableservice.hudi.file_group.merge_config import (
     COMMIT_TIME_STRATEGY_ID,
     CUSTOM_STRATEGY_ID,
@@ -103,7 +103,7 @@ def merge_base_batch(
         return out
     if RECORD_KEY not in table.column_names:
         raise CorruptFileError(f"base file rows without a {RECORD_KEY} column")
-    base_keys = _string_keys(table.column(RECORD_KEY), "base file")
+    base_keys = string_keys(table.column(RECORD_KEY), "base file")
     position = lookup(base_keys, delta.state_column(RECORD_KEY))
     rows = np.flatnonzero(position >= 0)
     if len(rows) == 0:
@@ -174,7 +174,7 @@ def remaining_inserts(
             raise ValueError(f"match mask has {matched_keys.shape} entries for {n} delta keys")
         keep &= ~matched_keys
     elif matched_keys is not None and n:
-        keys = _string_keys(matched_keys, "matched keys")
+        keys = string_keys(matched_keys, "matched keys")
         keep &= ~to_numpy_bool(pc.is_in(delta.state_column(RECORD_KEY), value_set=combined(keys)))
     target = schema if schema is not None else data_schema(delta.state_schema())
     if not n:

@@ -66,17 +66,17 @@ class Timeline:
         wanted = set(actions)
         return self.filter(lambda i: i.action in wanted)
 
-    def completed(self) -> Timeline:
-        view = self._views.get(True)
+    def _view(self, key: object, predicate: Callable[[Instant], bool]) -> Timeline:
+        view = self._views.get(key)
         if view is None:
-            view = self._views[True] = self.filter(lambda i: i.is_completed)
+            view = self._views[key] = self.filter(predicate)
         return view
 
+    def completed(self) -> Timeline:
+        return self._view("completed", lambda i: i.is_completed)
+
     def pending(self) -> Timeline:
-        view = self._views.get(False)
-        if view is None:
-            view = self._views[False] = self.filter(lambda i: not i.is_completed)
-        return view
+        return self._view("pending", lambda i: not i.is_completed)
 
     def write_instants(self) -> Timeline:
         """Instants that write data files: commit, deltacommit, replacecommit, compaction, clustering..."""
@@ -86,16 +86,13 @@ class Timeline:
         return self.write_instants().completed()
 
     def pending_compactions(self) -> Timeline:
-        return self.filter(lambda i: i.action is Action.COMPACTION and not i.is_completed)
+        return self.pending_of(Action.COMPACTION)
 
     def pending_log_compactions(self) -> Timeline:
-        return self.filter(lambda i: i.action is Action.LOG_COMPACTION and not i.is_completed)
+        return self.pending_of(Action.LOG_COMPACTION)
 
     def pending_of(self, action: Action) -> Timeline:
-        view = self._views.get(action)
-        if view is None:
-            view = self._views[action] = self.pending().filter(lambda i: i.action is action)
-        return view
+        return self._view(action, lambda i: i.action is action and not i.is_completed)
 
     def savepoints(self) -> Timeline:
         return self.filter(lambda i: i.action is Action.SAVEPOINT and i.is_completed)
