@@ -59,7 +59,6 @@ BoolLike: TypeAlias = pa.Array | pa.ChunkedArray | npt.NDArray[np.bool_] | Seque
 
 # Pending log rows are folded into the per-key state once they outnumber it (and at least this many).
 _CONSOLIDATE_MIN_ROWS = 1_000_000
-ROW_COUNT = "__hudi_merge_rows"
 _LAZY_MAX_ROWS_PER_KEY = 2  # a fold keeps its input rows (unmaterialised state) while they are at most this per key
 
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tableservice.errors import CorruptFileError
-from tableservice.hudi.file_group.delta_records import ROW_COUNT, BoolArray, DeltaRecords, string_keys
+from tableservice.hudi.file_group.delta_records import BoolArray, DeltaRecords, string_keys
 from tableservice.hudi.file_group.merge_config import (
     COMMIT_TIME_STRATEGY_ID,
     CUSTOM_STRATEGY_ID,
@@ -81,6 +81,10 @@ __all__ = [
     "remaining_inserts",
     "unregister_merger",
 ]
+
+
+# A column of nulls that gives the log side of the ordering comparison its row count when it holds no ordering field.
+ROW_COUNT = "__hudi_merge_rows"
 
 
 def merge_base_batch(
