@@ -320,22 +320,10 @@ def _open_base(f: pa.NativeFile, dictionaries: DictionaryColumns | None) -> pq.P
     return pf
 
 
-_PROJECTIONS: dict[tuple[int, tuple[str, ...]], tuple[pa.Schema, pa.Schema | None]] = {}
-
-
 def _projection(schema: pa.Schema, names: tuple[str, ...]) -> pa.Schema | None:
-    """The read schema's fields `names`, in that order (None if one is not in it): built once per read schema
-    object (held with its entry, so that its id is not reused) and column list, not once per file."""
-    key = (id(schema), names)
-    cached = _PROJECTIONS.get(key)
-    if cached is not None and cached[0] is schema:
-        return cached[1]
+    """The read schema's fields `names`, in that order (None if one is not in it)."""
     known = set(schema.names)
-    projected = pa.schema([schema.field(n) for n in names]) if all(n in known for n in names) else None
-    if len(_PROJECTIONS) >= 64:
-        _PROJECTIONS.clear()
-    _PROJECTIONS[key] = (schema, projected)
-    return projected
+    return pa.schema([schema.field(n) for n in names]) if all(n in known for n in names) else None
 
 
 def _align(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None) -> pa.Table:
