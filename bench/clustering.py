@@ -1,7 +1,7 @@
 """Clustering throughput: tableservice's Spark clustering job (local[2]) against delta-rs's optimize z-order on the
 same rows, run alternately in one process.
 
-Usage: python bench/clustering.py [--files 500] [--rows-per-file 4000] [--groups 4] [--repeats 3]
+Usage: python bench/clustering.py [--files 500] [--rows-per-file 4000] [--groups 4] [--repeats 5]
 
 The data: `--files` small files (about 2M rows in all) of the trips schema, as a Hudi copy-on-write table (table
 version 9) and as a Delta table. Hudi: the files are clustered in `--groups` groups, each sorted by `fare` and
@@ -135,7 +135,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=500)
     parser.add_argument("--rows-per-file", type=int, default=4000)
     parser.add_argument("--groups", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of one run each side, alternately")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of one run each side, alternately")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     root = bench_dir(f"clustering-{args.files}-{args.rows_per_file}")

@@ -1,26 +1,33 @@
 """Compaction throughput: the Spark compaction job (local[1] and local[2]) against a bare pyarrow pipeline and
 against hudi-rs's merged read plus a pyarrow write, on the same file slices, in one run.
 
-Usage: python bench/compaction.py [--records 2000000] [--file-groups 16] [--commits 6]
+Usage: python bench/compaction.py [--records 2000000] [--file-groups 16] [--commits 6] [--repeats 5]
 
 The table: non-partitioned MOR (table version 9), Parquet log blocks (so that the bare pipeline can read them
 with pyarrow alone), `--records` rows in `--file-groups` base files, five delta commits of 20% updates.
-Nothing is committed: every variant writes its own new base files, which are deleted afterwards. Each Spark
-session (started and warmed up outside the measurement, as the daemon's is) runs the job `--repeats` times, and the
-bare pipeline runs just before each job, so both see the same machine; the ratios compare medians, and the first
-job of each session is printed as well.
+Nothing is committed: every variant writes its own new base files, which are deleted afterwards.
+
+How it is measured: two Spark sessions, a `local[1]` and a `local[2]`, each in its own child process, are started
+and warmed up outside the measurement (as the daemon's session is), and stay up for the whole run. Then `--repeats`
+rounds, each running in turn: the bare pipeline in one process, the bare pipeline in two processes at once (the
+file groups dealt between them: what this machine's two cores give for the same work without Spark), the
+`local[1]` job and the `local[2]` job. The ratios are taken within each round (the runs of one round see the same
+minutes of the machine: on a shared VM its speed drifts by 20% over minutes) and their medians printed, with the
+first round's (the first job of each session) as well.
 Aims: local[1] at least 0.85x the bare pipeline's throughput; local[2] at least 1.9x local[1].
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import multiprocessing.pool
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -56,32 +63,78 @@ def cleanup(path: Path, instant: str) -> None:
         shutil.rmtree(temp)
 
 
-def spark_runs(
-    path: Path, master: str, instant: str, repeats: int, between: Callable[[], None]
-) -> tuple[list[float], int, int]:
-    """The compaction job `repeats` times in one warm session (as the daemon's session is), with `between` run
-    before each job (the bare pipeline, so that both sides see the same machine load); the seconds of each job."""
+PROTOCOL = "@@bench "  # lines of a session process meant for the parent (the JVM may print on the same stdout)
+
+
+def session_main(path: Path, master: str, instant: str) -> int:
+    """A child process holding one warm Spark session: each `run <token>` line on stdin runs the compaction job
+    (write token `<token>`, new files deleted afterwards) and answers with its seconds and rows; `quit` ends."""
     executor = SparkExecutor(
         SparkSettings(master=master, conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"})
     )
     executor.start()
-    times: list[float] = []
-    rows = 0
     try:
         executor.warm_up()  # JVM and Python workers started, outside the measurement (the daemon's are warm)
         table = HudiTable.open(Storage(), str(path))
-        for _ in range(repeats):
-            between()
-            tasks = tasks_for(table, instant, "0-0-0")
+        print(f"{PROTOCOL}ready", flush=True)
+        for line in sys.stdin:
+            words = line.split()
+            if not words or words[0] != "run":
+                break
+            tasks = tasks_for(table, instant, words[1])
             started = time.perf_counter()
-            stats = executor.run_tasks(tasks, tag=f"bench-{master}", description="bench").stats
-            times.append(time.perf_counter() - started)
+            try:
+                stats = executor.run_tasks(tasks, tag=f"bench-{master}", description="bench").stats
+                seconds = time.perf_counter() - started
+            finally:
+                cleanup(path, instant)
             rows = sum(s.num_writes or 0 for s in stats)
-            cleanup(path, instant)
-        return times, rows, executor.last_peak_rss_kb
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            print(f"{PROTOCOL}{seconds} {rows} {executor.last_peak_rss_kb} {peak}", flush=True)
     finally:
         executor.stop()
         cleanup(path, instant)
+    return 0
+
+
+class Session:
+    """The parent's handle on one session process."""
+
+    def __init__(self, path: Path, master: str, instant: str) -> None:
+        self.master = master
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.compaction", "--session", master, "--path", str(path), "--instant", instant],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.worker_peak_kb = 0
+        self.driver_peak_kb = 0
+        self._answer()  # ready
+
+    def _answer(self) -> list[str]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(PROTOCOL):
+                return line[len(PROTOCOL) :].split()
+        raise RuntimeError(f"the {self.master} session ended (exit code {self.proc.wait()})")
+
+    def run(self, token: str) -> tuple[float, int]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"run {token}\n")
+        self.proc.stdin.flush()
+        seconds, rows, worker_kb, driver_kb = self._answer()
+        self.worker_peak_kb = max(self.worker_peak_kb, int(worker_kb))
+        self.driver_peak_kb = max(self.driver_peak_kb, int(driver_kb))
+        return float(seconds), int(rows)
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
 def _log_tables(storage: Storage, locations: list[str]) -> list[pa.Table]:
@@ -93,11 +146,12 @@ def _log_tables(storage: Storage, locations: list[str]) -> list[pa.Table]:
     return out
 
 
-def bare_run(path: Path, instant: str) -> tuple[float, int]:
-    """Read base, merge logs (latest write per key wins), write: pyarrow only, no Hudi footers."""
+def bare_run(path: Path, instant: str, share: tuple[int, int] = (0, 1), clean: bool = True) -> tuple[float, int]:
+    """Read base, merge logs (latest write per key wins), write: pyarrow only, no Hudi footers. `share` (i, n):
+    only every n-th file slice from the i-th (for one of n processes)."""
     storage = Storage()
     table = HudiTable.open(storage, str(path))
-    tasks = tasks_for(table, instant, "9-9-9")
+    tasks = tasks_for(table, instant, f"9-9-{share[0]}")[share[0] :: share[1]]
     started = time.perf_counter()
     rows = 0
     for t in tasks:
@@ -114,11 +168,27 @@ def bare_run(path: Path, instant: str) -> tuple[float, int]:
             else:
                 base = delta
         assert base is not None
-        pq.write_table(base, str(path / f"{t.file_id}_9-9-9_{instant}.parquet"), compression="snappy")
+        pq.write_table(base, str(path / f"{t.file_id}_9-9-{share[0]}_{instant}.parquet"), compression="snappy")
         rows += base.num_rows
     seconds = time.perf_counter() - started
-    cleanup(path, instant)
+    if clean:
+        cleanup(path, instant)
     return seconds, rows
+
+
+def _bare_share(args: tuple[Path, str, int]) -> tuple[float, int]:
+    path, instant, i = args
+    return bare_run(path, instant, (i, 2), clean=False)
+
+
+def bare_two_processes(pool: multiprocessing.pool.Pool, path: Path, instant: str) -> tuple[float, int]:
+    """The bare pipeline in two processes at once (`pool`'s two, kept for the whole run so that they are as warm
+    as the Spark workers), each on half of the file slices: the wall time until both are done."""
+    started = time.perf_counter()
+    results = pool.map(_bare_share, [(path, instant, 0), (path, instant, 1)])
+    seconds = time.perf_counter() - started
+    cleanup(path, instant)
+    return seconds, sum(rows for _, rows in results)
 
 
 def hudi_rs_run(path: Path, instant: str) -> tuple[float, int]:
@@ -143,7 +213,12 @@ def hudi_rs_run(path: Path, instant: str) -> tuple[float, int]:
 def _line(name: str, rows: int, seconds: list[float]) -> str:
     each = " ".join(f"{x:.2f}" for x in seconds)
     mid = statistics.median(seconds)
-    return f"{name:32s} {rows:>10,d} rows  median {mid:6.2f} s {rows / mid:>10,.0f} rows/s  (runs: {each})"
+    return f"{name:34s} {rows:>10,d} rows  median {mid:6.2f} s {rows / mid:>10,.0f} rows/s  (runs: {each})"
+
+
+def _ratios(name: str, ratios: list[float], aim: str) -> str:
+    each = " ".join(f"{x:.2f}" for x in ratios)
+    return f"{name}: median {statistics.median(ratios):.2f}{aim} (rounds: {each}; first round {ratios[0]:.2f})"
 
 
 def main() -> int:
@@ -151,9 +226,14 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--file-groups", type=int, default=16)
     parser.add_argument("--commits", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=3, help="jobs per Spark session (medians are compared)")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds (ratios are taken within a round)")
+    parser.add_argument("--session", help=argparse.SUPPRESS)  # a child process holding one Spark session
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--instant", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if args.session:
+        return session_main(Path(args.path), args.session, args.instant)
     path = bench_dir(f"compaction-{args.records}-{args.file_groups}-{args.commits}")
     print(f"table: {path}; load average {os.getloadavg()[0]:.1f}", flush=True)
     standard_mor_table(
@@ -167,34 +247,66 @@ def main() -> int:
     instant = "29991231235959999"
     rs_seconds, rs_rows = hudi_rs_run(path, instant)
     print(_line("hudi-rs read + pyarrow write", rs_rows, [rs_seconds]), flush=True)
-    bare: list[float] = []
-    bare_rows: set[int] = set()
-
-    def one_bare() -> None:
-        seconds, n = bare_run(path, instant)
-        bare.append(seconds)
-        bare_rows.add(n)
-
-    spark: dict[str, tuple[list[float], int]] = {}
-    for master in ("local[1]", "local[2]"):
-        times, rows, peak = spark_runs(path, master, instant, args.repeats, one_bare)
-        spark[master] = (times, rows)
+    runs: dict[str, list[float]] = {"bare": [], "bare2": [], "local[1]": [], "local[2]": []}
+    rows: dict[str, set[int]] = {name: set() for name in runs}
+    # Every side warm before the first round: this process and the two bare processes run the pipeline once (their
+    # first runs pay one-time costs), the sessions warm up their workers.
+    bare_run(path, instant)
+    pool = multiprocessing.get_context("fork").Pool(2)
+    bare_two_processes(pool, path, instant)
+    sessions = {master: Session(path, master, instant) for master in ("local[1]", "local[2]")}
+    try:
+        for round_ in range(1, max(1, args.repeats) + 1):
+            measured = {
+                "bare": bare_run(path, instant),
+                "bare2": bare_two_processes(pool, path, instant),
+                **{master: session.run(f"{round_}-0-{master[-2]}") for master, session in sessions.items()},
+            }
+            for name, (seconds, n) in measured.items():
+                runs[name].append(seconds)
+                rows[name].add(n)
+            print(
+                f"round {round_}: bare {runs['bare'][-1]:.2f} s, bare in two processes {runs['bare2'][-1]:.2f} s, "
+                f"local[1] {runs['local[1]'][-1]:.2f} s, local[2] {runs['local[2]'][-1]:.2f} s",
+                flush=True,
+            )
+    finally:
+        pool.terminate()
+        for session in sessions.values():
+            session.close()
+    n = next(iter(rows["bare"]))
+    print(_line("bare pyarrow pipeline", n, runs["bare"]))
+    print(_line("bare pipeline, two processes", n, runs["bare2"]))
+    for master, session in sessions.items():
         print(
-            _line(f"tableservice spark {master}", rows, times) + f"  peak python worker RSS {peak / 1024:.0f} MiB",
-            flush=True,
+            _line(f"tableservice spark {master}", next(iter(rows[master])), runs[master])
+            + f"  peak python worker RSS {session.worker_peak_kb / 1024:.0f} MiB",
         )
-    print(_line("bare pyarrow pipeline", next(iter(bare_rows)), bare), flush=True)
-    one = statistics.median(spark["local[1]"][0])
-    two = statistics.median(spark["local[2]"][0])
-    print(f"throughput local[1] / bare pipeline (medians): {statistics.median(bare) / one:.2f} (aim >= 0.85)")
-    print(f"throughput local[2] / local[1] (medians): {one / two:.2f} (aim >= 1.9)")
-    print(f"throughput local[1] / hudi-rs read + write: {rs_seconds / one:.2f}")
+    within = range(len(runs["bare"]))
     print(
-        f"first jobs of their sessions: local[1] / bare {bare[0] / spark['local[1]'][0][0]:.2f}, "
-        f"local[2] / local[1] {spark['local[1]'][0][0] / spark['local[2]'][0][0]:.2f}"
+        _ratios(
+            "throughput local[1] / bare pipeline",
+            [runs["bare"][i] / runs["local[1]"][i] for i in within],
+            " (aim >= 0.85)",
+        )
     )
-    print(f"peak RSS of the driver process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
-    counts = bare_rows | {rs_rows} | {rows for _, rows in spark.values()}
+    print(
+        _ratios(
+            "throughput local[2] / local[1]",
+            [runs["local[1]"][i] / runs["local[2]"][i] for i in within],
+            " (aim >= 1.9)",
+        )
+    )
+    print(
+        _ratios(
+            "this machine's two cores on the bare pipeline (two processes / one)",
+            [runs["bare"][i] / runs["bare2"][i] for i in within],
+            " (no aim: the ceiling local[2] / local[1] is read against)",
+        )
+    )
+    print(f"throughput local[1] / hudi-rs read + write: {rs_seconds / statistics.median(runs['local[1]']):.2f}")
+    print(f"peak RSS of the local[2] session's driver process: {sessions['local[2]'].driver_peak_kb / 1024:.0f} MiB")
+    counts = {rs_rows}.union(*rows.values())
     print(f"row counts agree: {len(counts) == 1} ({sorted(counts)})")
     print(f"load average at the end {os.getloadavg()[0]:.1f} (2 cores: above 2 the figures are not comparable)")
     return 0
