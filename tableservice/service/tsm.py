@@ -10,7 +10,9 @@ schedules a compaction, clustering or clean plan and then calls (Hudi's `HoodieT
 counts for Hudi: any answer but 2xx makes its client retry and then fail the writer's call. The same paths take
 `action=REGISTER` (the table is served from then on, persisted in the state store with the owner, queue and
 resource hints: `service/tsm_store.py`) and `action=CANCEL` (queued requests of the named instants are withdrawn;
-one already running is not).
+one already running is not). `action=DEREGISTER` is the daemon's own (Hudi's client has no such action; operators
+call it, e.g. for a dropped table): the registration is removed, the table's queued requests withdrawn (one
+already running finishes), and the daemon stops serving the table unless its configuration or discovery names it.
 
 REQUEST queues each instant for its table and wakes the table's worker at once (no poll interval in between);
 the worker executes the queued instants before its usual pass, each under its executor lease as every action is
@@ -57,7 +59,7 @@ BASE_PATH = "/v1/hoodie/service"
 SERVICES = {f"{BASE_PATH}/compact": "compaction", f"{BASE_PATH}/cluster": "clustering", f"{BASE_PATH}/clean": "clean"}
 """Hudi's request paths and the daemon's service each one names."""
 
-ACTIONS = ("REQUEST", "CANCEL", "REGISTER")
+ACTIONS = ("REQUEST", "CANCEL", "REGISTER", "DEREGISTER")
 _INSTANT = re.compile(r"\d{14}(\d{3})?")
 # capacity priority: below every (start-by moment, oldest pending) key, so requested work goes before polled work
 _REQUEST_FIRST = (-math.inf, "")
@@ -218,6 +220,8 @@ class TableServiceManager:
             call = _parse(request)
             if call.action == "REGISTER":
                 return await self._register(call)
+            if call.action == "DEREGISTER":
+                return await self._deregister(call)
             uri = self._served(call.base_path)
             if uri is None and call.action == "REQUEST" and self.register_on_request:
                 registered = await self._register(call)
@@ -353,6 +357,38 @@ class TableServiceManager:
             "lock cannot be set up (the daemon's log says which)"
         )
         return Response.json(409, doc)
+
+    async def _deregister(self, call: _Call) -> Response:
+        uri = self._served(call.base_path) or call.base_path
+        try:
+            removed = await anyio.to_thread.run_sync(self.store.deregister, call.base_path)
+        except TableServiceError as e:
+            raise _BadCall(503, str(e)) from e
+        if removed is None:
+            raise _BadCall(404, f"table {call.base_path} is not registered")
+        self._known = [r for r in self._known if r.base_path != removed.base_path]
+        queue = self._queues.get(uri, [])
+        withdrawn = [r for r in queue if not r.running]
+        for r in withdrawn:
+            queue.remove(r)
+        await self._refresh()
+        served = self._served(call.base_path) is not None
+        log.info(
+            "table deregistered%s; %d queued requests withdrawn",
+            " (still served: the configuration or discovery names it)" if served else "",
+            len(withdrawn),
+            extra={"table": removed.base_path},
+        )
+        return Response.json(
+            200,
+            {
+                "action": "DEREGISTER",
+                "registration": removed.to_json(),
+                "withdrawn": [{"service": r.service, "instant": r.instant} for r in withdrawn],
+                "running": [{"service": r.service, "instant": r.instant} for r in queue if r.running],
+                "served": served,
+            },
+        )
 
 
 def _parse(request: Request) -> _Call:

@@ -117,6 +117,20 @@ class Registrations:
         result: tuple[Registration, bool] = self._run("write", upsert)
         return result
 
+    def deregister(self, base_path: str) -> Registration | None:
+        """Remove the table's registration; returns the removed row (None when the table was not registered)."""
+
+        def delete(db: sqlite3.Connection) -> Registration | None:
+            row = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM tsm_registrations WHERE base_path = ?", (base_path,))
+            found = row.fetchone()
+            if found is None:
+                return None
+            db.execute("DELETE FROM tsm_registrations WHERE base_path = ?", (base_path,))
+            return Registration(**dict(zip(_COLUMNS, found, strict=True)))
+
+        result: Registration | None = self._run("write", delete)
+        return result
+
     def all(self) -> list[Registration]:
         """Every registration, oldest first."""
 

@@ -176,19 +176,48 @@ def test_writers_hand_their_compactions_to_the_daemon_and_they_run_at_once(tmp_p
     assert sorted(t["name"] for t in seen["status"]["tables"]) == ["rides", "trips"]
     assert seen["status"]["requested"] == {}
 
-    # A restart serves the registered tables from the start: nothing is registered again.
+    # A restart serves the registered tables from the start: nothing is registered again. DEREGISTER then stops
+    # serving one of them, and a third start does not serve it.
     served_at_start: list[str] = []
+    after: dict[str, Any] = {}
 
     async def second_run() -> None:
         daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
         async with anyio.create_task_group() as tg:
             tg.start_soon(daemon.run)
-            assert await _until(lambda: len(daemon.tables) == 2, 60)
+            assert await _until(lambda: len(daemon.tables) == 2 and daemon.http_port is not None, 60)
             served_at_start.extend(daemon.tables)
+            client = HudiTsmClient(
+                f"file:{paths[1]}",
+                "rides",
+                config={"hoodie.table.service.manager.uris": f"http://127.0.0.1:{daemon.http_port}?token={TOKEN}"},
+            )
+            after["deregistered"] = await anyio.to_thread.run_sync(client.call, "compaction", "DEREGISTER", [])
+            after["served"] = sorted(daemon.tables)
+            after["request"] = await anyio.to_thread.run_sync(client.call, "compaction", "REQUEST", [])
+            daemon.request_stop()
+
+    async def third_run() -> None:
+        daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run)
+            assert await _until(lambda: len(daemon.tables) >= 1, 60)
+            await anyio.sleep(0.5)  # a second table would be set up in the same start
+            after["served_third"] = sorted(daemon.tables)
             daemon.request_stop()
 
     anyio.run(second_run)
+    anyio.run(third_run)
     assert sorted(served_at_start) == sorted(paths)
+    removed = json.loads(after["deregistered"].body)
+    assert (after["deregistered"].status, removed["served"], removed["registration"]["base_path"]) == (
+        200,
+        False,
+        paths[1],
+    )
+    assert after["served"] == [paths[0]]
+    assert after["request"].status == 404
+    assert after["served_third"] == [paths[0]]
 
 
 def _idle(daemon: Daemon) -> bool:

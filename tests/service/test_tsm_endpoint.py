@@ -1,7 +1,7 @@
 """The table-service-manager endpoint on a real server over loopback, called with the URLs Hudi's client builds
-(`tests/support/hudi_tsm_client.py`): authentication, parsing, REQUEST, CANCEL (queued, running, unknown) and
-REGISTER into the state store. The daemon's side is a small stand-in here; `test_tsm_daemon.py` runs the real
-daemon."""
+(`tests/support/hudi_tsm_client.py`): authentication, parsing, REQUEST, CANCEL (queued, running, unknown),
+REGISTER into the state store and DEREGISTER out of it. The daemon's side is a small stand-in here;
+`test_tsm_daemon.py` runs the real daemon."""
 
 from __future__ import annotations
 
@@ -40,17 +40,21 @@ def anyio_backend() -> str:
 class _Host:
     """The daemon's side: which tables it serves, which it woke, which exist on storage."""
 
-    served: set[str] = field(default_factory=lambda: {TABLE})
+    served: set[str] = field(default_factory=lambda: {TABLE})  # the configured ones, then the registered ones too
     existing: set[str] = field(default_factory=lambda: {TABLE})
     woken: list[str] = field(default_factory=list)
     refreshes: int = 0
+    configured: set[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.configured = set(self.served)
 
     def serve(self, uri: str) -> str | None:
         return uri if uri in self.served else None
 
     async def refresh(self, registrations: Registrations) -> None:
         self.refreshes += 1
-        self.served |= {r.base_path for r in registrations.all()}
+        self.served = self.configured | {r.base_path for r in registrations.all()}
 
     def check(self, uri: str) -> None:
         if uri not in self.existing:
@@ -185,8 +189,8 @@ async def test_malformed_calls_unknown_tables_and_head_are_refused(tmp_path: Pat
         unknown = await call(writer(port, "/data/other"), "compaction", "REQUEST", [T1])
         head = await anyio.to_thread.run_sync(lambda: _head(f"{base}&action=REQUEST&basepath={TABLE}&instant={T1}"))
     assert {name: (r.status, doc(r)["error"]) for name, r in results.items()} == {
-        "no action": (400, "action='': expected one of REQUEST, CANCEL, REGISTER"),
-        "bad action": (400, "action='RUN': expected one of REQUEST, CANCEL, REGISTER"),
+        "no action": (400, "action='': expected one of REQUEST, CANCEL, REGISTER, DEREGISTER"),
+        "bad action": (400, "action='RUN': expected one of REQUEST, CANCEL, REGISTER, DEREGISTER"),
         "no basepath": (400, "basepath is missing: the table's base path is required"),
         "repeated": (400, "query parameter 'basepath' given more than once"),
         "bad instant": (400, "instant='2026-11-26': expected instant times (yyyyMMddHHmmss[SSS])"),
@@ -320,3 +324,47 @@ def test_registering_again_keeps_the_first_time_and_takes_the_new_hints(tmp_path
     assert (first.registered, first.updated, second.registered, second.updated) == (100.0, 100.0, 100.0, 200.0)
     assert reopened == [second]
     assert reopened[0].queue == "b"
+
+
+@pytest.mark.anyio
+async def test_deregister_stops_serving_a_registered_table_and_withdraws_its_queued_requests(tmp_path: Path) -> None:
+    other = "/data/warehouse/rides"
+    host = _Host(existing={TABLE, other})
+    async with endpoint(tmp_path, host) as (port, tsm):
+        registered = await call(writer(port, other), "compaction", "REGISTER", [])
+        queued = await call(writer(port, other), "compaction", "REQUEST", [T1, T2])
+        configured_queued = await call(writer(port), "clustering", "REQUEST", [T3])
+        removed = await call(writer(port, other), "compaction", "DEREGISTER", [])
+        again = await call(writer(port, other), "compaction", "DEREGISTER", [])
+        after = await call(writer(port, other), "compaction", "REQUEST", [T3])
+        configured = await call(writer(port), "clean", "DEREGISTER", [])  # served from the configuration only
+        left = tsm.queued()
+        entries = [e.uri for e in tsm.registered_entries()]
+    assert (registered.status, queued.status, configured_queued.status) == (200, 200, 200)
+    body = doc(removed)
+    assert (removed.status, body["action"], body["served"], body["running"]) == (200, "DEREGISTER", False, [])
+    assert body["registration"]["base_path"] == other
+    assert body["withdrawn"] == [{"service": "compaction", "instant": T1}, {"service": "compaction", "instant": T2}]
+    assert (again.status, doc(again)["error"]) == (404, f"table {other} is not registered")
+    assert (after.status, doc(after)["error"]) == (
+        404,
+        f"table {other} is not served by this daemon: list it in the configuration, let discovery find it, or "
+        "REGISTER it first",
+    )
+    assert (configured.status, doc(configured)["error"]) == (404, f"table {TABLE} is not registered")
+    assert list(left) == [TABLE]  # the configured table's request stays
+    assert [r["instant"] for r in left[TABLE]] == [T3]
+    assert entries == []
+    assert host.refreshes == 2
+    assert Registrations(str(tmp_path / "state.sqlite")).all() == []
+
+
+def test_deregister_in_the_store_removes_one_table_and_reports_a_missing_one(tmp_path: Path) -> None:
+    store = Registrations(str(tmp_path / "s.sqlite"))
+    kept, _ = store.register(Registration(TABLE, owner="x"))
+    gone, _ = store.register(Registration("/data/warehouse/rides", queue="etl"))
+    removed = store.deregister("/data/warehouse/rides")
+    missing = store.deregister("/data/warehouse/rides")
+    store.close()
+    assert (removed, missing) == (gone, None)
+    assert Registrations(str(tmp_path / "s.sqlite")).all() == [kept]
