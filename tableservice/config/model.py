@@ -169,6 +169,7 @@ class SparkSettings(_Section):
     remote: str | None = None
     app_name: str = Field(default="tableservice", min_length=1)
     conf: dict[str, str] = {}
+    local_jvm_nice: int = Field(default=10, ge=0, le=19)
 
     @field_validator("master")
     @classmethod

@@ -31,6 +31,7 @@ from tableservice.errors import (
     SparkUnavailableError,
 )
 from tableservice.executors.jvm_output import classic_session
+from tableservice.executors.jvm_priority import lower_driver_jvm_priority
 from tableservice.executors.worker import (
     RESULT_SCHEMA,
     decode_task_error,
@@ -54,6 +55,10 @@ class SparkSettings:
     jvm_log_level: str | None = "WARN"
     """The driver JVM's log4j2 root level, its output re-emitted through Python logging (`jvm_output`); None leaves
     the JVM's logging and standard streams as PySpark sets them up."""
+    local_jvm_nice: int = 10
+    """Under a local master, the nice value the driver JVM's threads get once `warm_up` has started the Python
+    workers (0: unchanged). The workers do an action's work; the JVM (its JIT compiler above all: 0.2-0.7 CPU s per
+    compaction job on a young JVM) then takes the cores only when they are free. See `jvm_priority`."""
 
 
 def job_tag(table: str, action: str, instant: str) -> str:
@@ -204,11 +209,26 @@ class SparkExecutor:
         """Start the Python workers and import the format layer in them, so the first action does not pay it; then
         two jobs shaped like an action's (task results out) for the driver JVM: its first such jobs run slower
         (measured on the first clustering job of `bench.clustering`: 0.86-0.94 JVM CPU s without, 0.42-0.45 s
-        with them)."""
+        with them). Last, under a local master, the driver JVM's priority is lowered (`local_jvm_nice`)."""
         slots = self.task_slots() or 1
         self.session.range(0, slots, 1, slots).mapInArrow(warm_worker, "pid long").collect()
         for _ in range(2):
             self.session.range(0, slots, 1, slots).mapInArrow(no_task_results, RESULT_SCHEMA).collect()
+        if self.settings.local_jvm_nice and self._owns_session and self.task_slots() is not None:
+            # After the workers started: Spark's Python daemon, a child of the JVM, keeps the default priority.
+            pid = self.driver_jvm_pid()
+            if pid is not None:
+                lower_driver_jvm_priority(pid, self.settings.local_jvm_nice)
+
+    def driver_jvm_pid(self) -> int | None:
+        """The process id of the driver JVM of a classic session (None for Spark Connect, or when it cannot say)."""
+        if self.settings.remote or self._session is None:
+            return None
+        try:
+            return int(self._session._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+        except Exception as e:  # a session without a py4j gateway: nothing to lower
+            log.debug("no driver JVM process id: %s", e)
+            return None
 
     def task_slots(self) -> int | None:
         """How many tasks run at once: N of a local[N] master (the cores for local[*]); None when unknown (a

@@ -109,6 +109,7 @@ def executor_settings(config: DaemonConfig) -> ExecutorSparkSettings:
         app_name=s.app_name,
         conf=dict(s.conf),
         jvm_log_level=log4j_level(log_settings.spark_level, log_settings.level),
+        local_jvm_nice=s.local_jvm_nice,
     )
 
 
