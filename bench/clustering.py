@@ -16,7 +16,7 @@ optimize, alternately (so that both sides see the machine's load of the same min
 time and CPU seconds: for tableservice those of this process and its children (the Spark JVM and its Python
 workers, read from /proc), for delta-rs those of this process (it runs in it). The first tableservice job is the
 one a daemon's first clustering after start-up would be; later jobs find the workers' memory still mapped (a
-worker gives it back after 5 s idle). Printed: each round's throughput ratio, the first round's ratio, and the
+worker gives it back after 30 s idle). Printed: each round's throughput ratio, the first round's ratio, and the
 median of the rounds' ratios. Aim: tableservice at least 1.3x delta-rs's throughput (wall time).
 """
 

@@ -100,13 +100,15 @@ def _freeze_long_lived_objects() -> None:
     _frozen = True
 
 
-RELEASE_AFTER_IDLE_SECONDS = 5.0
+RELEASE_AFTER_IDLE_SECONDS = 30.0
 
 
 class _IdleRelease:
     """Releases a worker's cached memory once it has run no Spark task for `RELEASE_AFTER_IDLE_SECONDS`: an idle
-    worker does not keep a task's peak resident, and a job that follows another at once reuses the memory instead
-    of faulting it in again (about 0.2 system CPU s per worker for a clustering group of 500k rows)."""
+    worker does not keep a task's peak resident, and a job that follows within that time (actions come in bursts:
+    one poll tick finds several tables due) reuses the memory instead of faulting it in again. The peak is the
+    same either way. Faulting it in again cost about 0.1 system CPU s per clustering group of 500k rows, and, with
+    5 s, `bench.compaction` (jobs 12 s apart) measured `local[2]` at 2.40 and 2.65 s against 2.19 s with 30 s."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
