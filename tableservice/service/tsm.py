@@ -11,8 +11,8 @@ counts for Hudi: any answer but 2xx makes its client retry and then fail the wri
 `action=REGISTER` (the table is served from then on, persisted in the state store with the owner, queue and
 resource hints: `service/tsm_store.py`) and `action=CANCEL` (queued requests of the named instants are withdrawn;
 one already running is not). `action=DEREGISTER` is the daemon's own (Hudi's client has no such action; operators
-call it, e.g. for a dropped table): the registration is removed, the table's queued requests withdrawn (one
-already running finishes), and the daemon stops serving the table unless its configuration or discovery names it.
+call it, e.g. for a dropped table): the registration is removed and the daemon stops serving the table, its queued
+requests withdrawn (one already running finishes), unless its configuration or discovery names it.
 
 REQUEST queues each instant for its table and wakes the table's worker at once (no poll interval in between);
 the worker executes the queued instants before its usual pass, each under its executor lease as every action is
@@ -367,12 +367,13 @@ class TableServiceManager:
         if removed is None:
             raise _BadCall(404, f"table {call.base_path} is not registered")
         self._known = [r for r in self._known if r.base_path != removed.base_path]
-        queue = self._queues.get(uri, [])
-        withdrawn = [r for r in queue if not r.running]
-        for r in withdrawn:
-            queue.remove(r)
         await self._refresh()
         served = self._served(call.base_path) is not None
+        queue = self._queues.get(uri, [])
+        # A table no longer served has no worker to run its queued requests: they are withdrawn.
+        withdrawn = [] if served else [r for r in queue if not r.running]
+        for r in withdrawn:
+            queue.remove(r)
         log.info(
             "table deregistered%s; %d queued requests withdrawn",
             " (still served: the configuration or discovery names it)" if served else "",

@@ -338,6 +338,9 @@ async def test_deregister_stops_serving_a_registered_table_and_withdraws_its_que
         again = await call(writer(port, other), "compaction", "DEREGISTER", [])
         after = await call(writer(port, other), "compaction", "REQUEST", [T3])
         configured = await call(writer(port), "clean", "DEREGISTER", [])  # served from the configuration only
+        # Registered and configured: deregistered, still served, its request kept.
+        both = await call(writer(port), "clean", "REGISTER", [])
+        deregistered_both = await call(writer(port), "clean", "DEREGISTER", [])
         left = tsm.queued()
         entries = [e.uri for e in tsm.registered_entries()]
     assert (registered.status, queued.status, configured_queued.status) == (200, 200, 200)
@@ -352,10 +355,16 @@ async def test_deregister_stops_serving_a_registered_table_and_withdraws_its_que
         "REGISTER it first",
     )
     assert (configured.status, doc(configured)["error"]) == (404, f"table {TABLE} is not registered")
+    assert both.status == 200
+    assert (deregistered_both.status, doc(deregistered_both)["served"], doc(deregistered_both)["withdrawn"]) == (
+        200,
+        True,
+        [],
+    )
     assert list(left) == [TABLE]  # the configured table's request stays
     assert [r["instant"] for r in left[TABLE]] == [T3]
     assert entries == []
-    assert host.refreshes == 2
+    assert host.refreshes == 4
     assert Registrations(str(tmp_path / "state.sqlite")).all() == []
 
 
