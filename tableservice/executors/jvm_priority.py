@@ -3,10 +3,7 @@ workers that do an action's work. Linux only (it reads /proc); elsewhere nothing
 
 from __future__ import annotations
 
-import logging
 import os
-
-log = logging.getLogger(__name__)
 
 
 def lower_priority(pid: int, nice: int) -> int:
@@ -25,12 +22,4 @@ def lower_priority(pid: int, nice: int) -> int:
                 changed += 1
         except OSError:
             continue  # the thread ended meanwhile
-    return changed
-
-
-def lower_driver_jvm_priority(pid: int, nice: int) -> int:
-    """Lower the priority of the driver JVM (process `pid`) to `nice`; the number of threads changed."""
-    changed = lower_priority(pid, nice)
-    if changed:
-        log.info("driver JVM (pid %d) at nice %d beside the Python workers (%d threads)", pid, nice, changed)
     return changed

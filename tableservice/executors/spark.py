@@ -31,7 +31,7 @@ from tableservice.errors import (
     SparkUnavailableError,
 )
 from tableservice.executors.jvm_output import classic_session
-from tableservice.executors.jvm_priority import lower_driver_jvm_priority
+from tableservice.executors.jvm_priority import lower_priority
 from tableservice.executors.worker import (
     RESULT_SCHEMA,
     decode_task_error,
@@ -210,15 +210,16 @@ class SparkExecutor:
         two jobs shaped like an action's (task results out) for the driver JVM: its first such jobs run slower
         (measured on the first clustering job of `bench.clustering`: 0.86-0.94 JVM CPU s without, 0.42-0.45 s
         with them). Last, under a local master, the driver JVM's priority is lowered (`local_jvm_nice`)."""
-        slots = self.task_slots() or 1
+        local_slots = self.task_slots()  # None unless the master is local
+        slots = local_slots or 1
         self.session.range(0, slots, 1, slots).mapInArrow(warm_worker, "pid long").collect()
         for _ in range(2):
             self.session.range(0, slots, 1, slots).mapInArrow(no_task_results, RESULT_SCHEMA).collect()
-        if self.settings.local_jvm_nice and self._owns_session and self.task_slots() is not None:
-            # After the workers started: Spark's Python daemon, a child of the JVM, keeps the default priority.
-            pid = self.driver_jvm_pid()
-            if pid is not None:
-                lower_driver_jvm_priority(pid, self.settings.local_jvm_nice)
+        nice = self.settings.local_jvm_nice
+        pid = self.driver_jvm_pid() if nice and self._owns_session and local_slots is not None else None
+        # After the workers started: Spark's Python daemon, a child of the JVM, keeps the default priority.
+        if pid is not None and lower_priority(pid, nice):
+            log.info("driver JVM (pid %d) at nice %d beside the Python workers", pid, nice)
 
     def driver_jvm_pid(self) -> int | None:
         """The process id of the driver JVM of a classic session (None for Spark Connect, or when it cannot say)."""

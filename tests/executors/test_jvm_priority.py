@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tableservice.executors.jvm_priority import lower_driver_jvm_priority, lower_priority
+from tableservice.executors.jvm_priority import lower_priority
 
 # A stand-in JVM: three threads; on each line read, one more thread, started by a thread that already existed.
 CHILD = """
@@ -52,7 +52,7 @@ def test_every_thread_of_the_jvm_and_its_later_threads_get_the_nice_value() -> N
     mine = os.getpriority(os.PRIO_PROCESS, 0)
     with child() as jvm, child() as other:
         assert nices(jvm.pid) == [mine] * 4
-        assert lower_driver_jvm_priority(jvm.pid, mine + 7) == 4
+        assert lower_priority(jvm.pid, mine + 7) == 4
         assert nices(jvm.pid) == [mine + 7] * 4
         assert nices(other.pid) == [mine] * 4  # another process: untouched
         assert os.getpriority(os.PRIO_PROCESS, 0) == mine  # nor this one
