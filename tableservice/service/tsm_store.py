@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -66,6 +66,11 @@ _UPSERT = (
     "ON CONFLICT(base_path) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in ("base_path", "registered"))
 )
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM tsm_registrations"
+
+
+def _registration(row: Sequence[Any]) -> Registration:
+    return Registration(**dict(zip(_COLUMNS, row, strict=True)))
 
 
 class Registrations:
@@ -121,12 +126,11 @@ class Registrations:
         """Remove the table's registration; returns the removed row (None when the table was not registered)."""
 
         def delete(db: sqlite3.Connection) -> Registration | None:
-            row = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM tsm_registrations WHERE base_path = ?", (base_path,))
-            found = row.fetchone()
+            found = db.execute(f"{_SELECT} WHERE base_path = ?", (base_path,)).fetchone()
             if found is None:
                 return None
             db.execute("DELETE FROM tsm_registrations WHERE base_path = ?", (base_path,))
-            return Registration(**dict(zip(_COLUMNS, found, strict=True)))
+            return _registration(found)
 
         result: Registration | None = self._run("write", delete)
         return result
@@ -135,8 +139,8 @@ class Registrations:
         """Every registration, oldest first."""
 
         def select(db: sqlite3.Connection) -> list[Registration]:
-            rows = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM tsm_registrations ORDER BY registered, base_path")
-            return [Registration(**dict(zip(_COLUMNS, row, strict=True))) for row in rows.fetchall()]
+            rows = db.execute(f"{_SELECT} ORDER BY registered, base_path")
+            return [_registration(row) for row in rows.fetchall()]
 
         result: list[Registration] = self._run("read", select)
         return result
