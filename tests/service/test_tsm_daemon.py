@@ -21,7 +21,7 @@ from tableservice.locks import InProcessLockProvider
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.compaction import schedule_compaction
-from tableservice.service.daemon import Daemon
+from tableservice.service.daemon import Daemon, RunState
 from tableservice.service.history import ActionOutcome
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import mor_table
@@ -201,8 +201,8 @@ def test_writers_hand_their_compactions_to_the_daemon_and_they_run_at_once(tmp_p
         daemon = Daemon(str(cfg), load_config(str(cfg)), executor=spark_executor)
         async with anyio.create_task_group() as tg:
             tg.start_soon(daemon.run)
-            assert await _until(lambda: len(daemon.tables) >= 1, 60)
-            await anyio.sleep(0.5)  # a second table would be set up in the same start
+            # RUNNING once the start has set up every table it serves (a second one would be among them)
+            assert await _until(lambda: daemon.state is RunState.RUNNING, 60)
             after["served_third"] = sorted(daemon.tables)
             daemon.request_stop()
 
