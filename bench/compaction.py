@@ -67,8 +67,9 @@ PROTOCOL = "@@bench "  # lines of a session process meant for the parent (the JV
 
 
 def session_main(path: Path, master: str, instant: str) -> int:
-    """A child process holding one warm Spark session: each `run <token>` line on stdin runs the compaction job
-    (write token `<token>`, new files deleted afterwards) and answers with its seconds and rows; `quit` ends."""
+    """A child process holding one warm Spark session: each `run` line on stdin runs the compaction job (new files
+    deleted afterwards) and answers with its seconds, rows and peak RSS figures; any other line, or the end of
+    stdin, ends it."""
     executor = SparkExecutor(
         SparkSettings(master=master, conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"})
     )
@@ -78,10 +79,9 @@ def session_main(path: Path, master: str, instant: str) -> int:
         table = HudiTable.open(Storage(), str(path))
         print(f"{PROTOCOL}ready", flush=True)
         for line in sys.stdin:
-            words = line.split()
-            if not words or words[0] != "run":
+            if line.strip() != "run":
                 break
-            tasks = tasks_for(table, instant, words[1])
+            tasks = tasks_for(table, instant, "0-0-0")  # each Spark task writes with its own token
             started = time.perf_counter()
             try:
                 stats = executor.run_tasks(tasks, tag=f"bench-{master}", description="bench").stats
@@ -119,9 +119,9 @@ class Session:
                 return line[len(PROTOCOL) :].split()
         raise RuntimeError(f"the {self.master} session ended (exit code {self.proc.wait()})")
 
-    def run(self, token: str) -> tuple[float, int]:
+    def run(self) -> tuple[float, int]:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(f"run {token}\n")
+        self.proc.stdin.write("run\n")
         self.proc.stdin.flush()
         seconds, rows, worker_kb, driver_kb = self._answer()
         self.worker_peak_kb = max(self.worker_peak_kb, int(worker_kb))
@@ -216,7 +216,9 @@ def _line(name: str, rows: int, seconds: list[float]) -> str:
     return f"{name:34s} {rows:>10,d} rows  median {mid:6.2f} s {rows / mid:>10,.0f} rows/s  (runs: {each})"
 
 
-def _ratios(name: str, ratios: list[float], aim: str) -> str:
+def _ratios(name: str, faster: list[float], slower: list[float], aim: str) -> str:
+    """Throughput `slower` / `faster` (seconds of runs made in the same rounds), round by round, and their median."""
+    ratios = [s / f for f, s in zip(faster, slower, strict=True)]
     each = " ".join(f"{x:.2f}" for x in ratios)
     return f"{name}: median {statistics.median(ratios):.2f}{aim} (rounds: {each}; first round {ratios[0]:.2f})"
 
@@ -260,7 +262,7 @@ def main() -> int:
             measured = {
                 "bare": bare_run(path, instant),
                 "bare2": bare_two_processes(pool, path, instant),
-                **{master: session.run(f"{round_}-0-{master[-2]}") for master, session in sessions.items()},
+                **{master: session.run() for master, session in sessions.items()},
             }
             for name, (seconds, n) in measured.items():
                 runs[name].append(seconds)
@@ -282,25 +284,13 @@ def main() -> int:
             _line(f"tableservice spark {master}", next(iter(rows[master])), runs[master])
             + f"  peak python worker RSS {session.worker_peak_kb / 1024:.0f} MiB",
         )
-    within = range(len(runs["bare"]))
-    print(
-        _ratios(
-            "throughput local[1] / bare pipeline",
-            [runs["bare"][i] / runs["local[1]"][i] for i in within],
-            " (aim >= 0.85)",
-        )
-    )
-    print(
-        _ratios(
-            "throughput local[2] / local[1]",
-            [runs["local[1]"][i] / runs["local[2]"][i] for i in within],
-            " (aim >= 1.9)",
-        )
-    )
+    print(_ratios("throughput local[1] / bare pipeline", runs["local[1]"], runs["bare"], " (aim >= 0.85)"))
+    print(_ratios("throughput local[2] / local[1]", runs["local[2]"], runs["local[1]"], " (aim >= 1.9)"))
     print(
         _ratios(
             "this machine's two cores on the bare pipeline (two processes / one)",
-            [runs["bare"][i] / runs["bare2"][i] for i in within],
+            runs["bare2"],
+            runs["bare"],
             " (no aim: the ceiling local[2] / local[1] is read against)",
         )
     )
