@@ -107,8 +107,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 break
         if daemon.http_port:
             url = f"http://127.0.0.1:{daemon.http_port}/metrics"
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                metrics_text = resp.read().decode()
+            # The timeline shows the compaction once it commits; the daemon counts it when the action returns, a
+            # moment later: scraped until it is counted (or 30 s).
+            counted_by = time.monotonic() + 30
+            while True:
+                with urllib.request.urlopen(url, timeout=10) as resp:
+                    metrics_text = resp.read().decode()
+                if compactions_counted(metrics_text) or time.monotonic() > counted_by:
+                    break
+                time.sleep(0.2)
             print(f"   metrics were served at {url}")
         daemon.request_stop()
 
@@ -132,6 +139,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     same = before == after
     print(f"5. hudi-rs reads the same {len(after)} rows before and after compaction: {same}")
     return 0 if same and done else 1
+
+
+def compactions_counted(metrics_text: str) -> float:
+    """The completed compactions `tableservice_actions_completed_total` counts in a /metrics text (0 if none)."""
+    prefix = 'tableservice_actions_completed_total{action="compaction",'
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines() if line.startswith(prefix))
 
 
 def _hudi_rs_snapshot(uri: str) -> list[tuple[Any, ...]] | None:
