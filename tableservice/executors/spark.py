@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from tableservice.errors import (
     SparkJobError,
@@ -44,6 +45,8 @@ from tableservice.hudi.models import HoodieWriteStat
 from tableservice.storage import StorageOptions
 
 log = logging.getLogger(__name__)
+
+RESULT_TYPE = from_arrow_schema(RESULT_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,7 @@ class SparkExecutor:
         slots = local_slots or 1
         self.session.range(0, slots, 1, slots).mapInArrow(warm_worker, "pid long").collect()
         for _ in range(2):
-            self.session.range(0, slots, 1, slots).mapInArrow(no_task_results, RESULT_SCHEMA).collect()
+            self.session.range(0, slots, 1, slots).mapInArrow(no_task_results, RESULT_TYPE).collect()
         nice = self.settings.local_jvm_nice
         pid = self.driver_jvm_pid() if nice and self._owns_session and local_slots is not None else None
         # After the workers started: Spark's Python daemon, a child of the JVM, keeps the default priority.
@@ -285,7 +288,7 @@ class SparkExecutor:
         with spark_job(spark, tag, description):
             # Task i is row i of a range: no shuffle, and each Spark task runs its share of the operations.
             df = spark.range(0, len(payload), 1, partitions)
-            rows = df.mapInArrow(task_worker(payload), RESULT_SCHEMA).collect()
+            rows = df.mapInArrow(task_worker(payload), RESULT_TYPE).collect()
         peak = max((int(r["peak_rss_kb"]) for r in rows), default=0)
         self.last_peak_rss_kb = peak
         return JobResult(

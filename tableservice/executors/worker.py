@@ -151,18 +151,33 @@ def warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
         yield pa.RecordBatch.from_pydict({"pid": pa.array([os.getpid()] * batch.num_rows, pa.int64())})
 
 
+RESULT_SCHEMA = pa.schema(
+    [
+        ("stat", pa.string()),
+        ("peak_rss_kb", pa.int64()),
+        ("task_seconds", pa.float64()),
+        ("records_read", pa.int64()),
+        ("requests", pa.string()),
+    ]
+)
+"""The rows a job's tasks return. The driver hands Spark this schema as a struct type, not as DDL text: Spark parses
+DDL text with its SQL parser on every job: on trivial jobs (16 rows, two partitions), a median of 75 ms of driver JVM
+CPU per job with the text against 66 ms with the struct type (six blocks of ten jobs each way, alternating)."""
+
+
 def no_task_results(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
     """Rows shaped like a task's measurements (`_run_task_batches`), one per input row, for nothing run."""
     for batch in batches:
         n = batch.num_rows
         yield pa.RecordBatch.from_pydict(
             {
-                "stat": pa.nulls(n, pa.string()),
-                "peak_rss_kb": pa.array([_peak_rss_kb()] * n, pa.int64()),
-                "task_seconds": pa.array([0.0] * n, pa.float64()),
-                "records_read": pa.array([0] * n, pa.int64()),
-                "requests": pa.array(["{}"] * n, pa.string()),
-            }
+                "stat": [None] * n,
+                "peak_rss_kb": [_peak_rss_kb()] * n,
+                "task_seconds": [0.0] * n,
+                "records_read": [0] * n,
+                "requests": ["{}"] * n,
+            },
+            schema=RESULT_SCHEMA,
         )
 
 
@@ -173,9 +188,6 @@ def task_worker(payload: Sequence[str]) -> Callable[[Iterable[pa.RecordBatch]], 
         return _run_task_batches(batches, payload)
 
     return run
-
-
-RESULT_SCHEMA = "stat string, peak_rss_kb long, task_seconds double, records_read long, requests string"
 
 
 def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
@@ -196,13 +208,7 @@ def _run_tasks(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Ite
     _forget_zip_importers()  # for the next Spark task this worker runs
     storages: dict[str, Storage] = {}
     for batch in batches:
-        rows: dict[str, list[Any]] = {
-            "stat": [],
-            "peak_rss_kb": [],
-            "task_seconds": [],
-            "records_read": [],
-            "requests": [],
-        }
+        rows: dict[str, list[Any]] = {name: [] for name in RESULT_SCHEMA.names}
         for index in batch.column(0).to_pylist():
             task = task_from_json(payload[index])
             opts = task.extra.get("storage_options", "{}")
@@ -225,15 +231,7 @@ def _run_tasks(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Ite
                 rows["task_seconds"].append(seconds)
                 rows["records_read"].append(count)
                 rows["requests"].append(made)
-        yield pa.RecordBatch.from_pydict(
-            {
-                "stat": pa.array(rows["stat"], pa.string()),
-                "peak_rss_kb": pa.array(rows["peak_rss_kb"], pa.int64()),
-                "task_seconds": pa.array(rows["task_seconds"], pa.float64()),
-                "records_read": pa.array(rows["records_read"], pa.int64()),
-                "requests": pa.array(rows["requests"], pa.string()),
-            }
-        )
+        yield pa.RecordBatch.from_pydict(rows, schema=RESULT_SCHEMA)
 
 
 _TASK_ERROR = re.compile(r"<tableservice-task-error>(.*?)</tableservice-task-error>", re.DOTALL)
