@@ -177,8 +177,13 @@ def _peak_rss_mib(pid: int) -> float:
 POLLS = re.compile(rb'^tableservice_poll_duration_seconds_count\{table="(t\d+|fleet_\d+)"\} ([0-9.e+]+)$', re.M)
 
 
-def _polls(port: int) -> dict[str, float]:
-    return {k.decode(): float(v) for k, v in POLLS.findall(_get(port, "/metrics"))}
+def _polls(body: bytes) -> dict[str, float]:
+    return {k.decode(): float(v) for k, v in POLLS.findall(body)}
+
+
+def _samples(body: bytes) -> int:
+    """Samples in a scrape in the classic text format (every line that is not a comment)."""
+    return sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
 
 
 def _status(port: int) -> list[dict[str, Any]]:
@@ -250,7 +255,7 @@ def _measure(
         if proc.poll() is not None:
             raise RuntimeError(f"the daemon ended with {proc.returncode}")
         try:
-            polls = _polls(port)
+            polls = _polls(_get(port, "/metrics"))
         except OSError:
             polls = {}
         if len(polls) >= args.tables:
@@ -266,14 +271,17 @@ def _measure(
     out["idle_s"] = time.monotonic() - started
     # idle: every table (the daemon's CPU read between the /metrics scrapes that count its polls: a scrape's own
     # CPU is measured apart)
-    before_polls = _polls(port)
+    before_polls = _polls(_get(port, "/metrics"))
     before_cpu = _cpu_seconds(proc.pid)
     proxy.reset_seen()
     time.sleep(args.poll * args.idle_polls)
     after_cpu = _cpu_seconds(proc.pid)
     seen = proxy.seen()
-    after_polls = _polls(port)
+    scrape = _get(port, "/metrics")
     out["scrape_cpu_s"] = _cpu_seconds(proc.pid) - after_cpu
+    out["scrape_samples_per_table"] = _samples(scrape) / args.tables
+    out["scrape_mb"] = len(scrape) / 1e6
+    after_polls = _polls(scrape)
     idle_polls = sum(after_polls.values()) - sum(before_polls.values())
     ticks = idle_polls / args.tables
     out["idle_polls"] = idle_polls
@@ -324,7 +332,10 @@ def show(r: dict[str, Any], n: int, poll: float) -> None:
     )
     print(f"  daemon serving every table after:      {r['served_s']:.1f}s (every table idle after {r['idle_s']:.1f}s)")
     print(f"  CPU per poll tick of all idle tables:  {r['cpu_per_tick_s']:.2f}s   aim <= 1s")
-    print(f"  CPU of one /metrics scrape:            {r['scrape_cpu_s']:.2f}s")
+    print(
+        f"  CPU of one /metrics scrape:            {r['scrape_cpu_s']:.2f}s "
+        f"({r['scrape_samples_per_table']:.0f} samples per table, {r['scrape_mb']:.1f} MB)"
+    )
     if r["where"] == "s3":
         per = r["requests_per_table_poll"]
         total = sum(per.values())

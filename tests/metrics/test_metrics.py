@@ -157,7 +157,8 @@ def test_action_lifecycle_values() -> None:
     assert got[key("tableservice_log_files_compacted_total", **ta)] == 6.0
     assert got[key("tableservice_action_duration_seconds_count", **ta)] == 2.0
     assert got[key("tableservice_action_duration_seconds_sum", **ta)] == 4042.0
-    assert got[key("tableservice_action_duration_seconds_bucket", le="60.0", **ta)] == 1.0
+    assert got[key("tableservice_action_duration_seconds_bucket", le="30.0", **ta)] == 0.0
+    assert got[key("tableservice_action_duration_seconds_bucket", le="120.0", **ta)] == 1.0
     assert got[key("tableservice_action_duration_seconds_bucket", le="3600.0", **ta)] == 1.0
     assert got[key("tableservice_action_duration_seconds_bucket", le="7200.0", **ta)] == 2.0
     assert got[key("tableservice_action_duration_seconds_bucket", le="+Inf", **ta)] == 2.0
@@ -190,7 +191,10 @@ def test_locks_polls_and_table_health() -> None:
     tl = {"table": "trips", "lock": "zookeeper"}
     assert got[key("tableservice_lock_wait_seconds_count", **tl)] == 2.0
     assert got[key("tableservice_lock_wait_seconds_sum", **tl)] == pytest.approx(3.2)
-    assert got[key("tableservice_lock_wait_seconds_bucket", le="0.25", **tl)] == 1.0
+    assert got[key("tableservice_lock_wait_seconds_bucket", le="0.1", **tl)] == 0.0
+    assert got[key("tableservice_lock_wait_seconds_bucket", le="0.5", **tl)] == 1.0
+    assert got[key("tableservice_lock_wait_seconds_bucket", le="1.0", **tl)] == 1.0
+    assert got[key("tableservice_lock_wait_seconds_bucket", le="5.0", **tl)] == 2.0
     assert got[key("tableservice_lock_hold_seconds_count", **tl)] == 1.0
     assert got[key("tableservice_poll_duration_seconds_count", table="trips")] == 2.0
     assert got[key("tableservice_poll_duration_seconds_sum", table="trips")] == pytest.approx(2.3)
