@@ -28,7 +28,8 @@ from tableservice.hudi.file_group.log_format.avro_decode import decode_avro_reco
 from tableservice.hudi.metadata.hfile import HFileFormatError, read_block
 from tableservice.hudi.models import decode_commit_metadata, decode_compaction_plan
 from tableservice.hudi.table.config import parse_table_config
-from tableservice.hudi.table.schema import parse_avro, zero_width_array
+from tableservice.hudi.table.schema import parse_avro
+from tableservice.hudi.table.schema_guard import zero_width_array
 from tableservice.hudi.timeline.archive_lsm import parse_manifest
 from tableservice.storage import Storage
 from tests.support.fuzz_mutators import zigzag_varint

@@ -30,7 +30,7 @@ from tableservice.hudi.metadata.valid_instants import valid_instant_times
 from tableservice.hudi.models import decode_restore_metadata
 from tableservice.hudi.table.fs_view import FileSlice, FileSystemView
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.table.schema import zero_width_array
+from tableservice.hudi.table.schema_guard import zero_width_array
 from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Action, Instant
 from tableservice.storage import FileInfo, join

@@ -18,7 +18,7 @@ import fastavro
 
 from tableservice.errors import InvalidPlanError
 from tableservice.hudi.models.avsc_builders import Schema, schema_to_json
-from tableservice.hudi.table.schema import zero_width_array
+from tableservice.hudi.table.schema_guard import zero_width_array
 
 AVRO_MAGIC = b"Obj\x01"
 SYNC_SIZE = 16

@@ -43,7 +43,7 @@ from tableservice.hudi.models import (
 )
 from tableservice.hudi.models.avro_io import parsed_schema, read_avro_container
 from tableservice.hudi.table.config import TableConfig
-from tableservice.hudi.table.schema import zero_width_array
+from tableservice.hudi.table.schema_guard import zero_width_array
 from tableservice.hudi.timeline.archive_model import ArchivedInstant, ArchiveSource, in_range, parse_action, parse_state
 from tableservice.hudi.timeline.instant import Action, Instant, State
 from tableservice.storage import FileInfo, Storage, join

@@ -19,7 +19,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from tableservice.errors import CorruptFileError, UnsupportedTableError
-from tableservice.hudi.table.schema import AvroType, arrow_schema_from_avro, arrow_type, zero_width_array
+from tableservice.hudi.table.schema import AvroType, arrow_schema_from_avro, arrow_type
+from tableservice.hudi.table.schema_guard import zero_width_array
 
 I64 = npt.NDArray[np.int64]
 _TS_LOGICAL = frozenset(
