@@ -10,8 +10,11 @@ import sys
 import time
 import zipfile
 import zipimport
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tableservice.executors import worker
@@ -190,3 +193,27 @@ def test_warm_worker_freezes_the_long_lived_objects_once(tmp_path: Path) -> None
     assert frozen >= before  # everything alive before the warm-up, and what it imported
     assert tracked < before // 20  # the generations hold only what was made after the freeze
     assert frozen_again == frozen
+
+
+@pytest.mark.spark
+def test_python_workers_allocate_every_arrow_buffer_from_glibc(spark_executor: Any) -> None:
+    """Arrow's C++ default pool is the system one in the workers (set through their environment), so no buffer is
+    kept by mimalloc past the idle release; the warm-up's kernels ran in these workers without touching mimalloc."""
+    spark_executor.warm_up()
+
+    def report(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import os
+
+        import pyarrow as pa
+
+        for b in batches:
+            n = b.num_rows
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "pool": [os.environ.get("ARROW_DEFAULT_MEMORY_POOL")] * n,
+                    "mimalloc": [pa.mimalloc_memory_pool().max_memory()] * n,
+                }
+            )
+
+    rows = spark_executor.session.range(0, 2, 1, 2).mapInArrow(report, "pool string, mimalloc long").collect()
+    assert [(r["pool"], r["mimalloc"]) for r in rows] == [("system", 0), ("system", 0)]
