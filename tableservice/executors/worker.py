@@ -57,38 +57,6 @@ def _forget_zip_importers() -> None:
             del sys.path_importer_cache[path]
 
 
-_M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
-_M_MMAP_THRESHOLD = -3
-_MMAP_THRESHOLD = 32 << 20  # glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
-_TRIM_THRESHOLD = 1 << 30
-_malloc_tuned = False
-
-
-def _tune_malloc() -> None:
-    """glibc's malloc keeps a task's memory until the worker's idle release gives it back (`_IdleRelease`):
-    - blocks up to 32 MiB come from the heap (numpy's and Arrow's arrays of a task), not from fresh mappings that are
-      returned to the OS on free and faulted in page by page on the next allocation: a clustering group's first run
-      in a fresh process took 0.76 system CPU s with glibc's 128 KiB threshold, 0.24 s with 32 MiB;
-    - the heap's free top is not returned at every free (glibc trims it past 128 KiB, or twice the threshold once it
-      moved): a warm worker faulted 10-21k pages in again per 500k-row clustering group (0.065-0.096 system CPU s),
-      about 500-800 with this (0.041-0.048 s).
-    Setting either value turns glibc's own adjustment of both off, so both are set. Other C libraries: nothing."""
-    global _malloc_tuned
-    if _malloc_tuned:
-        return
-    _malloc_tuned = True
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 - glibc only: musl has no mallopt parameters of these numbers
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-    mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
-
-
 def _use_system_allocator() -> None:
     """Arrow buffers from glibc's malloc (Arrow's system pool) unless ARROW_DEFAULT_MEMORY_POOL names a pool.
     pyarrow's default, mimalloc, served a worker's first clustering group (500k rows) with 0.4-0.8 system CPU s
@@ -160,7 +128,6 @@ def warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
     # pyarrow imports pandas (about 0.3 CPU s) the first time it converts a Python value (`pa.scalar`, which
     # `fill_null` and the merge use): pay it here, not in the first task of the worker.
     pa.scalar(False, pa.bool_())
-    _tune_malloc()
     try:
         warm_kernels()
     except Exception as e:  # only speed is lost: the first tasks pay what the warm-up would have (a full TMPDIR...)
@@ -217,7 +184,6 @@ def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str])
     Python worker's peak RSS so far (KiB)."""
     _idle_release.busy()
     _use_system_allocator()  # a worker Spark started after the warm-up (it replaces idle ones) was not warmed
-    _tune_malloc()
     _freeze_long_lived_objects()
     try:
         yield from _run_tasks(batches, payload)

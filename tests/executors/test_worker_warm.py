@@ -97,40 +97,6 @@ def test_a_worker_releases_memory_once_idle_not_between_back_to_back_tasks(monke
     assert len(released) == 1 and released[0] - started >= 0.2
 
 
-def _memory_after_free(tune: bool) -> list[int]:
-    """MiB of resident memory a fresh process holds above its start: with a 24 MiB array, after freeing it, and after
-    the idle release."""
-    code = (
-        "import numpy as np\n"
-        "from tableservice.executors import worker\n"
-        "def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096\n"
-        "worker._use_system_allocator()\n"
-        f"if {tune}: worker._tune_malloc()\n"
-        "base = rss()\n"
-        "a = np.ones(24 << 20, np.uint8)\n"
-        "held = rss()\n"
-        "del a\n"
-        "freed = rss()\n"
-        "worker._release_unused_memory()\n"
-        "print((held - base) >> 20, (freed - base) >> 20, (rss() - base) >> 20)\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
-    )
-    return [int(v) for v in done.stdout.split()]
-
-
-@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads resident memory from /proc")
-def test_a_tasks_memory_stays_until_the_idle_release() -> None:
-    """With the worker's malloc settings a freed 24 MiB block stays mapped (the next task reuses it without faulting
-    it in) until the idle release gives it back; with glibc's defaults it is unmapped at once."""
-    held, freed, released = _memory_after_free(tune=True)
-    assert held >= 20 and freed >= 20 and released <= 4, (held, freed, released)
-    held, freed, released = _memory_after_free(tune=False)
-    assert held >= 20 and freed <= 4, (held, freed, released)
-
-
 def test_a_warm_up_whose_kernels_fail_still_starts_the_worker() -> None:
     """Warming the kernels writes a temporary Parquet file: where that fails (a full or read-only TMPDIR) the worker
     still answers the warm-up (Spark counts as up), on the system allocator, and says why in its log."""
