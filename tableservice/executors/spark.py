@@ -305,9 +305,9 @@ WORKER_ENV = {"spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system"}
 """The Python workers' environment (a user's `spark.executorEnv.*` wins): Arrow's C++ code allocates from glibc's
 malloc, as the pyarrow calls do (`worker._use_system_allocator`). Only the environment reaches the allocations
 Arrow's C++ code makes with its own default pool (compute kernels, Parquet internals); with mimalloc there, a
-500k-row clustering group left 75 MiB resident that the worker's idle release (`malloc_trim`) does not give back: a
-process's RSS after one group and the release was 221 MiB, 146 MiB with the variable set. A Spark Connect server's
-executors take it from the server's configuration."""
+warmed worker process running two 500k-row clustering groups peaked at 400 MiB and kept 200 MiB after the idle
+release (`malloc_trim` does not reach mimalloc's memory); with the variable set, 348 and 144 MiB. A Spark Connect
+server's executors take it from the server's configuration."""
 
 LOCAL_JAVA_OPTIONS = "-XX:+UseSerialGC"
 """Driver JVM flags for a local master, where the JVM shares the machine's cores with the Python workers: the serial
