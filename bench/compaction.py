@@ -216,9 +216,10 @@ def _line(name: str, rows: int, seconds: list[float]) -> str:
     return f"{name:34s} {rows:>10,d} rows  median {mid:6.2f} s {rows / mid:>10,.0f} rows/s  (runs: {each})"
 
 
-def _ratios(name: str, faster: list[float], slower: list[float], aim: str) -> str:
-    """Throughput `slower` / `faster` (seconds of runs made in the same rounds), round by round, and their median."""
-    ratios = [s / f for f, s in zip(faster, slower, strict=True)]
+def _ratios(name: str, measured: list[float], baseline: list[float], aim: str) -> str:
+    """The throughput of the `measured` runs relative to the `baseline` runs of the same rounds (baseline seconds /
+    measured seconds), round by round, and their median."""
+    ratios = [b / m for m, b in zip(measured, baseline, strict=True)]
     each = " ".join(f"{x:.2f}" for x in ratios)
     return f"{name}: median {statistics.median(ratios):.2f}{aim} (rounds: {each}; first round {ratios[0]:.2f})"
 
