@@ -49,8 +49,8 @@ _M = TypeVar("_M", bound=MetricWrapperBase)
 # lines.
 # Table services run from seconds (a clean) to hours (a large compaction or clustering).
 ACTION_DURATION_BUCKETS: tuple[float, ...] = (1.0, 5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0)
-# Lock waits and holds: milliseconds when uncontended, up to an hour behind a long writer; 30 s is the long-wait
-# alert's threshold.
+# Lock waits and holds: milliseconds when uncontended, up to an hour behind a long writer (past 30 minutes, +Inf);
+# 30 s is the long-wait alert's threshold.
 LOCK_BUCKETS: tuple[float, ...] = (0.01, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0, 1800.0)
 # One poll reads a table's timeline and plans: tens of milliseconds to a few minutes on a slow store; 30 s is the
 # default poll interval.
