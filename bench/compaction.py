@@ -14,7 +14,8 @@ file groups dealt between them: what this machine's two cores give for the same 
 `local[1]` job and the `local[2]` job. The ratios are taken within each round (the runs of one round see the same
 minutes of the machine: on a shared VM its speed drifts by 20% over minutes) and their medians printed, with the
 first round's (the first job of each session) as well.
-Aims: local[1] at least 0.85x the bare pipeline's throughput; local[2] at least 1.9x local[1].
+Aims: local[1] at least 0.85x the bare pipeline's throughput; local[2] at least 1.9x local[1]. `bench.machine` shows
+what two processes at once give on the machine for CPU-bound and for memory-bound work.
 """
 
 from __future__ import annotations
