@@ -15,7 +15,9 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -33,6 +35,7 @@ from tableservice.errors import (
 )
 from tableservice.executors.jvm_output import classic_session
 from tableservice.executors.jvm_priority import lower_priority
+from tableservice.executors.task_shares import TaskShares
 from tableservice.executors.worker import (
     RESULT_SCHEMA,
     decode_task_error,
@@ -286,10 +289,15 @@ class SparkExecutor:
             return JobResult([])
         spark = self.session
         payload, partitions = self.spread(tasks, storage_options, parallelism)
-        with spark_job(spark, tag, description):
-            # Task i is row i of a range: no shuffle, and each Spark task runs its share of the operations.
+        with (
+            shared_tasks(len(payload), partitions, self.task_slots() is not None) as shares,
+            spark_job(spark, tag, description),
+        ):
+            # Task i is row i of a range: no shuffle, and each Spark task runs its share of the operations (and,
+            # under a local master, what is left of the others' once its own are done: `task_shares`).
             df = spark.range(0, len(payload), 1, partitions)
-            rows = df.mapInArrow(task_worker(payload), RESULT_TYPE).collect()
+            rows = df.mapInArrow(task_worker(payload, shares), RESULT_TYPE).collect()
+        ran_once(description, len(payload), [int(r["task"]) for r in rows if r["stat"] is None])
         peak = max((int(r["peak_rss_kb"]) for r in rows), default=0)
         self.last_peak_rss_kb = peak
         return JobResult(
@@ -330,6 +338,35 @@ def local_java_options(options: Mapping[str, str]) -> dict[str, str]:
         return out
     out["spark.driver.extraJavaOptions"] = f"{LOCAL_JAVA_OPTIONS} {user}" if user else LOCAL_JAVA_OPTIONS
     return out
+
+
+@contextmanager
+def shared_tasks(count: int, partitions: int, local: bool) -> Iterator[TaskShares]:
+    """How the job's partitions share its tasks: under a local master with more tasks than partitions, through a
+    claims directory of the job's own (removed afterwards); otherwise each partition runs its share."""
+    directory = None
+    if local and count > partitions > 1:
+        try:
+            directory = tempfile.mkdtemp(prefix="tableservice-claims-")
+        except OSError as e:  # no sharing: the job runs as dealt
+            log.warning("tasks not shared between partitions: no claims directory: %s", e)
+    try:
+        yield TaskShares(count, partitions, directory)
+    finally:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def ran_once(description: str, count: int, ran: Sequence[int]) -> None:
+    """Raise SparkJobError unless each of the job's `count` tasks reported its run exactly once (the Spark task
+    attempts whose results Spark kept): a task not run, or run twice, must not reach a commit."""
+    times = Counter(ran)
+    missing = [i for i in range(count) if times[i] == 0]
+    twice = sorted(i for i, n in times.items() if n > 1 or not 0 <= i < count)
+    if missing or twice:
+        raise SparkJobError(
+            f"job {description}: tasks not run {missing[:10]}, run more than once or unknown {twice[:10]} (of {count})"
+        )
 
 
 def task_requests(reported: Iterable[str | None]) -> dict[str, int]:

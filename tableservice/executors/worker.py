@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from tableservice import errors
 from tableservice.errors import PermanentError, RetryableError, TableServiceError
+from tableservice.executors.task_shares import TaskShares
 from tableservice.hudi.action.tasks import run_task, task_from_json
 from tableservice.hudi.file_group.records_read import counting_records
 from tableservice.storage import Storage, StorageOptions
@@ -28,14 +29,14 @@ from tableservice.storage.requests import counting
 log = logging.getLogger(__name__)
 
 
-def _task_context_token() -> str:
-    """`<partitionId>-<stageId>-<attemptNumber>` of the running Spark task (Hudi's write token)."""
+def _task_context() -> tuple[int, str]:
+    """The running Spark task's partition and `<partitionId>-<stageId>-<attemptNumber>` (Hudi's write token)."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     if ctx is None:
-        return "0-0-0"
-    return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}"
+        return 0, "0-0-0"
+    return ctx.partitionId(), f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}"
 
 
 def _peak_rss_kb() -> int:
@@ -144,6 +145,7 @@ def warm_worker(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
 
 RESULT_SCHEMA = pa.schema(
     [
+        ("task", pa.int64()),
         ("stat", pa.string()),
         ("peak_rss_kb", pa.int64()),
         ("task_seconds", pa.float64()),
@@ -162,6 +164,7 @@ def no_task_results(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatc
         n = batch.num_rows
         yield pa.RecordBatch.from_pydict(
             {
+                "task": batch.column(0).cast(pa.int64()),
                 "stat": [None] * n,
                 "peak_rss_kb": [_peak_rss_kb()] * n,
                 "task_seconds": [0.0] * n,
@@ -172,56 +175,65 @@ def no_task_results(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatc
         )
 
 
-def task_worker(payload: Sequence[str]) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
-    """The function Spark runs over a range of task indexes (the task list travels with the function)."""
+def task_worker(
+    payload: Sequence[str], shares: TaskShares | None = None
+) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+    """The function Spark runs over a range of task indexes (the task list travels with the function); `shares`:
+    how the partitions share the tasks (default: each runs the indexes it is handed)."""
+    shared = shares if shares is not None else TaskShares(len(payload), 1)
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return _run_task_batches(batches, payload)
+        return _run_task_batches(batches, payload, shared)
 
     return run
 
 
-def _run_task_batches(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
-    """Executor side of a job: task indexes in; out, one row per file written (its write stat JSON) and one per
-    task (no stat: the task's run time, records read and object-store requests by kind as JSON), each with the
-    Python worker's peak RSS so far (KiB)."""
+def _run_task_batches(
+    batches: Iterable[pa.RecordBatch], payload: Sequence[str], shares: TaskShares
+) -> Iterable[pa.RecordBatch]:
+    """Executor side of a job: task indexes in; out, per task run, one row per file written (its write stat JSON)
+    and one for the task (no stat: the task's run time, records read and object-store requests by kind as JSON),
+    each with the task's index and the Python worker's peak RSS so far (KiB)."""
     _idle_release.busy()
     _use_system_allocator()  # a worker Spark started after the warm-up (it replaces idle ones) was not warmed
     _freeze_long_lived_objects()
     try:
-        yield from _run_tasks(batches, payload)
+        yield from _run_tasks(batches, payload, shares)
     finally:
         _idle_release.idle()  # the worker may idle until the next job (a failed task's memory is released too)
 
 
-def _run_tasks(batches: Iterable[pa.RecordBatch], payload: Sequence[str]) -> Iterable[pa.RecordBatch]:
-    token = _task_context_token()
+def _run_tasks(
+    batches: Iterable[pa.RecordBatch], payload: Sequence[str], shares: TaskShares
+) -> Iterable[pa.RecordBatch]:
+    partition, token = _task_context()
     _forget_zip_importers()  # for the next Spark task this worker runs
     storages: dict[str, Storage] = {}
-    for batch in batches:
+    own = [index for batch in batches for index in batch.column(0).to_pylist()]  # a few ints: read them all first
+    for index in shares.runs(partition, own):
         rows: dict[str, list[Any]] = {name: [] for name in RESULT_SCHEMA.names}
-        for index in batch.column(0).to_pylist():
-            task = task_from_json(payload[index])
-            opts = task.extra.get("storage_options", "{}")
-            storage = storages.get(opts)
-            if storage is None:
-                storage = storages[opts] = Storage(StorageOptions(**json.loads(opts)) if opts != "{}" else None)
-            started = time.monotonic()
-            try:
-                with counting_records() as records, counting(isolated=True) as requests:
-                    written = run_task(storage, task, token)
-            except TableServiceError as e:  # travels to the driver inside Spark's error text
-                raise RuntimeError(encode_task_error(e, task.table_name)) from e
-            measured = [(None, time.monotonic() - started, records.records, json.dumps(requests.counts()))]
-            for stat, seconds, count, made in [
-                *((w.model_dump_json(by_alias=True), 0.0, 0, None) for w in written),
-                *measured,
-            ]:
-                rows["stat"].append(stat)
-                rows["peak_rss_kb"].append(_peak_rss_kb())
-                rows["task_seconds"].append(seconds)
-                rows["records_read"].append(count)
-                rows["requests"].append(made)
+        task = task_from_json(payload[index])
+        opts = task.extra.get("storage_options", "{}")
+        storage = storages.get(opts)
+        if storage is None:
+            storage = storages[opts] = Storage(StorageOptions(**json.loads(opts)) if opts != "{}" else None)
+        started = time.monotonic()
+        try:
+            with counting_records() as records, counting(isolated=True) as requests:
+                written = run_task(storage, task, token)
+        except TableServiceError as e:  # travels to the driver inside Spark's error text
+            raise RuntimeError(encode_task_error(e, task.table_name)) from e
+        measured = [(None, time.monotonic() - started, records.records, json.dumps(requests.counts()))]
+        for stat, seconds, count, made in [
+            *((w.model_dump_json(by_alias=True), 0.0, 0, None) for w in written),
+            *measured,
+        ]:
+            rows["task"].append(index)
+            rows["stat"].append(stat)
+            rows["peak_rss_kb"].append(_peak_rss_kb())
+            rows["task_seconds"].append(seconds)
+            rows["records_read"].append(count)
+            rows["requests"].append(made)
         yield pa.RecordBatch.from_pydict(rows, schema=RESULT_SCHEMA)
 
 

@@ -121,9 +121,10 @@ def test_tasks_run_on_the_system_allocator_in_a_worker_never_warmed() -> None:
     """A Python worker Spark starts later (replacing an idle one) runs tasks without a warm-up: they switch it."""
     code = (
         "import pyarrow as pa\n"
+        "from tableservice.executors.task_shares import TaskShares\n"
         "from tableservice.executors.worker import _run_task_batches\n"
         "print(pa.default_memory_pool().backend_name)\n"
-        "list(_run_task_batches([], []))\n"
+        "list(_run_task_batches([], [], TaskShares(0, 1)))\n"
         "print(pa.default_memory_pool().backend_name)\n"
     )
     before, after = _python_without_pool_setting(code).split()
