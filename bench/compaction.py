@@ -2,18 +2,23 @@
 against hudi-rs's merged read plus a pyarrow write, on the same file slices, in one run.
 
 Usage: python bench/compaction.py [--records 2000000] [--file-groups 16] [--commits 6] [--repeats 5]
+                                  [--settle-jobs 200]
 
 The table: non-partitioned MOR (table version 9), Parquet log blocks (so that the bare pipeline can read them
 with pyarrow alone), `--records` rows in `--file-groups` base files, five delta commits of 20% updates.
 Nothing is committed: every variant writes its own new base files, which are deleted afterwards.
 
 How it is measured: two Spark sessions, a `local[1]` and a `local[2]`, each in its own child process, are started
-and warmed up outside the measurement (as the daemon's session is), and stay up for the whole run. Then `--repeats`
+and warmed up outside the measurement (as the daemon's session is), and stay up for the whole run. Each then runs
+`--settle-jobs` empty jobs of the compaction job's shape: a driver JVM compiles Spark's planning code a little more on
+each of its first jobs (a trivial job's JVM CPU falls from about 200 ms to 70-80 ms over 150 jobs), and a
+long-running daemon's JVM has run many; `--settle-jobs 0` measures a young JVM, as in a daemon's first jobs. Then
+`--repeats`
 rounds, each running in turn: the bare pipeline in one process, the bare pipeline in two processes at once (the
 file groups dealt between them: what this machine's two cores give for the same work without Spark), the
 `local[1]` job and the `local[2]` job. The ratios are taken within each round (the runs of one round see the same
 minutes of the machine: on a shared VM its speed drifts by 20% over minutes) and their medians printed, with the
-first round's (the first job of each session) as well.
+first round's (the first measured job of each session) as well.
 Aims: local[1] at least 0.85x the bare pipeline's throughput; local[2] at least 1.9x local[1]. `bench.machine` shows
 what two processes at once give on the machine for CPU-bound and for memory-bound work.
 """
@@ -36,7 +41,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import bench_dir, standard_mor_table
-from tableservice.executors.spark import SparkExecutor, SparkSettings
+from tableservice.executors.spark import RESULT_TYPE, SparkExecutor, SparkSettings
+from tableservice.executors.worker import no_task_results
 from tableservice.hudi.action.compact import CompactionTask
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.file_group.log_format import BlockType, LogBlock, iter_log_blocks, read_block_content
@@ -67,7 +73,7 @@ def cleanup(path: Path, instant: str) -> None:
 PROTOCOL = "@@bench "  # lines of a session process meant for the parent (the JVM may print on the same stdout)
 
 
-def session_main(path: Path, master: str, instant: str) -> int:
+def session_main(path: Path, master: str, instant: str, settle_jobs: int) -> int:
     """A child process holding one warm Spark session: each `run` line on stdin runs the compaction job (new files
     deleted afterwards) and answers with its seconds, rows and peak RSS figures; any other line, or the end of
     stdin, ends it."""
@@ -77,6 +83,8 @@ def session_main(path: Path, master: str, instant: str) -> int:
     executor.start()
     try:
         executor.warm_up()  # JVM and Python workers started, outside the measurement (the daemon's are warm)
+        for _ in range(settle_jobs):  # empty jobs of the same shape: the JVM's compiling of them settles
+            executor.session.range(0, 16, 1, 2).mapInArrow(no_task_results, RESULT_TYPE).collect()
         table = HudiTable.open(Storage(), str(path))
         print(f"{PROTOCOL}ready", flush=True)
         for line in sys.stdin:
@@ -101,10 +109,13 @@ def session_main(path: Path, master: str, instant: str) -> int:
 class Session:
     """The parent's handle on one session process."""
 
-    def __init__(self, path: Path, master: str, instant: str) -> None:
+    def __init__(self, path: Path, master: str, instant: str, settle_jobs: int) -> None:
         self.master = master
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.compaction", "--session", master, "--path", str(path), "--instant", instant],
+            [
+                *(sys.executable, "-m", "bench.compaction", "--session", master, "--path", str(path)),
+                *("--instant", instant, "--settle-jobs", str(settle_jobs)),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -231,13 +242,19 @@ def main() -> int:
     parser.add_argument("--file-groups", type=int, default=16)
     parser.add_argument("--commits", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5, help="rounds (ratios are taken within a round)")
+    parser.add_argument(
+        "--settle-jobs",
+        type=int,
+        default=200,
+        help="empty jobs each session runs before the first round (a long-running daemon's JVM has run many)",
+    )
     parser.add_argument("--session", help=argparse.SUPPRESS)  # a child process holding one Spark session
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--instant", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if args.session:
-        return session_main(Path(args.path), args.session, args.instant)
+        return session_main(Path(args.path), args.session, args.instant, args.settle_jobs)
     path = bench_dir(f"compaction-{args.records}-{args.file_groups}-{args.commits}")
     print(f"table: {path}; load average {os.getloadavg()[0]:.1f}", flush=True)
     standard_mor_table(
@@ -258,7 +275,12 @@ def main() -> int:
     bare_run(path, instant)
     pool = multiprocessing.get_context("fork").Pool(2)
     bare_two_processes(pool, path, instant)
-    sessions = {master: Session(path, master, instant) for master in ("local[1]", "local[2]")}
+    print(
+        f"each session runs {args.settle_jobs} empty jobs of the compaction job's shape before the first round "
+        "(--settle-jobs; 0: a young JVM, as in a daemon's first jobs)",
+        flush=True,
+    )
+    sessions = {master: Session(path, master, instant, args.settle_jobs) for master in ("local[1]", "local[2]")}
     try:
         for round_ in range(1, max(1, args.repeats) + 1):
             measured = {
