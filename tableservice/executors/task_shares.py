@@ -37,35 +37,38 @@ class TaskShares:
     def runs(self, partition: int, own: Iterable[int]) -> Iterator[int]:
         """The tasks `partition` runs, each claimed just before: its own (as Spark hands them over), then, with a
         directory, the other shares' unclaimed tasks, from each share's end."""
-        for index in own:
-            if self._claim(index, partition, own=True):
-                yield index
-        if self.directory is None:
+        directory = self.directory
+        if directory is None:
+            yield from own
             return
+        for index in own:
+            if _claim(directory, index, partition, own=True):
+                yield index
         for step in range(1, self.partitions):
             for index in reversed(self.share((partition + step) % self.partitions)):
-                if self._claim(index, partition, own=False):
+                if _claim(directory, index, partition, own=False):
                     yield index
 
-    def _claim(self, index: int, partition: int, *, own: bool) -> bool:
-        """Whether `partition` runs task `index`: it claimed it now, or an earlier attempt of it did. Where a claim
-        cannot be made (the directory is gone or not writable), a partition runs its own tasks only."""
-        if self.directory is None:
-            return own
-        path = os.path.join(self.directory, str(index))
-        aside = f"{path}.{uuid.uuid4().hex}"
+
+def _claim(directory: str, index: int, partition: int, *, own: bool) -> bool:
+    """Whether `partition` runs task `index`: it claimed it now, or an earlier attempt of it did. Where a claim
+    cannot be made (the directory is gone or not writable), a partition runs its own tasks only."""
+    path = os.path.join(directory, str(index))
+    if os.path.exists(path):  # claimed already: read, no claim file made only to find out
+        return claimant(path) == partition
+    aside = f"{path}.{uuid.uuid4().hex}"
+    try:
+        with open(aside, "x", encoding="ascii") as f:
+            f.write(str(partition))
         try:
-            with open(aside, "x", encoding="ascii") as f:
-                f.write(str(partition))
-            try:
-                os.link(aside, path)
-                return True
-            except FileExistsError:
-                return claimant(path) == partition
-            finally:
-                os.unlink(aside)
-        except OSError:
-            return own
+            os.link(aside, path)
+            return True
+        except FileExistsError:
+            return claimant(path) == partition
+        finally:
+            os.unlink(aside)
+    except OSError:
+        return own
 
 
 def claimant(path: str) -> int | None:

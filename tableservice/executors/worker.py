@@ -176,14 +176,13 @@ def no_task_results(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatc
 
 
 def task_worker(
-    payload: Sequence[str], shares: TaskShares | None = None
+    payload: Sequence[str], shares: TaskShares
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
     """The function Spark runs over a range of task indexes (the task list travels with the function); `shares`:
-    how the partitions share the tasks (default: each runs the indexes it is handed)."""
-    shared = shares if shares is not None else TaskShares(len(payload), 1)
+    how the partitions share the tasks."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return _run_task_batches(batches, payload, shared)
+        return _run_task_batches(batches, payload, shares)
 
     return run
 
