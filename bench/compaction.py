@@ -41,8 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import bench_dir, standard_mor_table
-from tableservice.executors.spark import RESULT_TYPE, SparkExecutor, SparkSettings
-from tableservice.executors.worker import no_task_results
+from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.action.compact import CompactionTask
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.file_group.log_format import BlockType, LogBlock, iter_log_blocks, read_block_content
@@ -83,8 +82,7 @@ def session_main(path: Path, master: str, instant: str, settle_jobs: int) -> int
     executor.start()
     try:
         executor.warm_up()  # JVM and Python workers started, outside the measurement (the daemon's are warm)
-        for _ in range(settle_jobs):  # empty jobs of the same shape: the JVM's compiling of them settles
-            executor.session.range(0, 16, 1, 2).mapInArrow(no_task_results, RESULT_TYPE).collect()
+        executor.empty_jobs(settle_jobs)  # the JVM's compiling of the job's shape settles
         table = HudiTable.open(Storage(), str(path))
         print(f"{PROTOCOL}ready", flush=True)
         for line in sys.stdin:

@@ -220,13 +220,19 @@ class SparkExecutor:
         local_slots = self.task_slots()  # None unless the master is local
         slots = local_slots or 1
         self.session.range(0, slots, 1, slots).mapInArrow(warm_worker, "pid long").collect()
-        for _ in range(2):
-            self.session.range(0, slots, 1, slots).mapInArrow(no_task_results, RESULT_TYPE).collect()
+        self.empty_jobs(2)
         nice = self.settings.local_jvm_nice
         pid = self.driver_jvm_pid() if nice and self._owns_session and local_slots is not None else None
         # After the workers started: Spark's Python daemon, a child of the JVM, keeps the default priority.
         if pid is not None and lower_priority(pid, nice):
             log.info("driver JVM (pid %d) at nice %d beside the Python workers", pid, nice)
+
+    def empty_jobs(self, count: int) -> None:
+        """Run `count` jobs shaped like an action's (one row per task slot in, task results out) with no task in
+        them: what the driver JVM plans and compiles for an action, without its work."""
+        slots = self.task_slots() or 1
+        for _ in range(count):
+            self.session.range(0, slots, 1, slots).mapInArrow(no_task_results, RESULT_TYPE).collect()
 
     def driver_jvm_pid(self) -> int | None:
         """The process id of the driver JVM of a classic session (None for Spark Connect, or when it cannot say)."""
