@@ -83,8 +83,11 @@ def image() -> Iterator[str]:
 
 
 def _image_id(name: str) -> str | None:
+    """The id of the image tagged `name`; None when there is none."""
     found = _run("podman", "image", "inspect", "--format", "{{.Id}}", name)
-    return found.stdout.strip() or None if found.returncode == 0 else None
+    if found.returncode != 0:
+        return None
+    return found.stdout.strip() or None
 
 
 def test_the_dockerfile_is_hadolint_clean() -> None:
