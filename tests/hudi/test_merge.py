@@ -440,6 +440,8 @@ def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, mo
         for b, picks in enumerate(rng.choice(260, size=(3, 70), replace=True))
     ]
 
+    source_chunks: list[tuple[int, int]] = []  # (before, after) the merge: chunks of the kept input rows' columns
+
     def merged(lazy_rows_per_key: int) -> tuple[bool, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         monkeypatch.setattr(delta_records, "_LAZY_MAX_ROWS_PER_KEY", lazy_rows_per_key)
         delta = DeltaRecords(cfg(mode, "ts"), base.schema)
@@ -448,7 +450,10 @@ def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, mo
         delta.add_deletes(pa.array(["k005", "k250"]), pa.array([99, 99], pa.int64()))
         matched = delta.new_match_mask()
         unmaterialised = delta._rows is not None  # the state is the fold's input rows and the winners' positions
+        before = max(c.num_chunks for c in delta._source.columns) if delta._source is not None else 0
         parts = [merge_base_batch(b, delta, schema=base.schema, matched=matched) for b in base.to_batches(60)]
+        if delta._source is not None:
+            source_chunks.append((before, max(c.num_chunks for c in delta._source.columns)))
         inserts = remaining_inserts(delta, matched, schema=base.schema)
         delta.add_data(rows(["k001", "k300"], [100, 1]))  # folds again, on top of the kept state
         return unmaterialised, pa.concat_tables(parts).to_pylist(), inserts.to_pylist(), delta.to_table().to_pylist()
@@ -457,11 +462,27 @@ def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, mo
     eager_state, *eager = merged(0)
     assert (lazy_state, eager_state) == (True, False)  # each run took the path it is named after
     assert lazy == eager
+    # The kept rows of the four blocks became one chunk at the first of the four base batches' takes, not a
+    # concatenation on every take.
+    assert source_chunks == [(4, 1)]
     out, inserts, later = lazy
     assert {r[KEY] for r in inserts} == {f"k{i}" for i in range(200, 260)} & {
         r[KEY] for b in blocks for r in b.to_pylist()
     } - {"k250"}
     assert "k005" not in {r[KEY] for r in out} and any(r[KEY] == "k300" for r in later)
+
+
+def test_one_chunk_keeps_the_rows_and_the_schema() -> None:
+    from tableservice.hudi.file_group.delta_records import one_chunk
+
+    table = pa.concat_tables(
+        [pa.table({"k": ["a", "b"], "v": [1, 2]}), pa.table({"k": ["c"], "v": pa.array([None], pa.int64())})]
+    )
+    one = one_chunk(table)
+    assert [c.num_chunks for c in one.columns] == [1, 1]
+    assert one.schema == table.schema and one.to_pylist() == table.to_pylist()
+    single = pa.table({"k": ["a"]})
+    assert one_chunk(single) is single
 
 
 def test_combined_gives_one_array_of_the_same_values() -> None:
