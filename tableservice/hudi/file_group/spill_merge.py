@@ -153,11 +153,12 @@ def _split(table: pa.Table, bucket: npt.NDArray[np.int64], runs: list[BinaryIO],
     """Write the rows of `table` to the run of their bucket (row order kept within a bucket)."""
     order = np.argsort(bucket, kind="stable")
     bounds = np.searchsorted(bucket[order], np.arange(len(runs) + 1))
+    by_bucket = table.take(pa.array(order))  # one take (each take from several chunks concatenates them first)
     written = 0
     for b, run in enumerate(runs):
         lo, hi = int(bounds[b]), int(bounds[b + 1])
         if hi > lo:
-            written += write_frame(run, table.take(pa.array(order[lo:hi])), meta)
+            written += write_frame(run, by_bucket.slice(lo, hi - lo), meta)
     return written
 
 
