@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import time
 from collections.abc import Callable
@@ -82,8 +81,20 @@ def timed(fn: Callable[[], T], repeat: int = 3) -> tuple[float, T]:
     return best, result
 
 
+def vm_status_kb(field: str) -> int:
+    """A `VmRSS`-like field of this process's /proc status, in KiB (0 when absent)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak RSS since it started its program (`VmHWM`). Not `ru_maxrss`: a child started with
+    `subprocess` keeps, across its exec, the high-water mark of the parent it was forked from (a benchmark's session
+    process reported the 5 GB its parent took to generate the table)."""
+    return vm_status_kb("VmHWM") / 1024
 
 
 def bench_dir(name: str) -> Path:

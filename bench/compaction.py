@@ -29,7 +29,6 @@ import argparse
 import multiprocessing
 import multiprocessing.pool
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import bench_dir, standard_mor_table
+from bench.common import bench_dir, peak_rss_mb, standard_mor_table
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.action.compact import CompactionTask
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
@@ -96,7 +95,7 @@ def session_main(path: Path, master: str, instant: str, settle_jobs: int) -> int
             finally:
                 cleanup(path, instant)
             rows = sum(s.num_writes or 0 for s in stats)
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            peak = round(peak_rss_mb() * 1024)  # KiB, as the workers report theirs
             print(f"{PROTOCOL}{seconds} {rows} {executor.last_peak_rss_kb} {peak}", flush=True)
     finally:
         executor.stop()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bench.common import bench_dir
+from bench.common import bench_dir, vm_status_kb
 from tableservice.hudi.action.compact import slice_at
 from tableservice.hudi.file_group.base_file import write_base_file
 from tableservice.hudi.file_group.filenames import BaseFileName, LogFileName
@@ -116,11 +116,7 @@ def build_slice(root: Path, records: int, log_block: str) -> tuple[str, list[str
 
 
 def _vm(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return vm_status_kb(field) * 1024
 
 
 def child(base: str, logs: list[str], out: str, budget: int | None) -> None:
