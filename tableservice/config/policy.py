@@ -23,6 +23,7 @@ from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.planning.indexing.policy import IndexingPolicy
 from tableservice.planning.keyed_policy import HudiKeyedPolicy, whole_number_error
 from tableservice.planning.metadata.policy import MetadataPolicy
+from tableservice.planning.write import WritePolicy
 
 HudiValue = str | int | float | bool
 """A value of a Hudi key as YAML gives it (Hudi's own properties files hold the same values as strings)."""
@@ -112,6 +113,7 @@ def _model_validator(
 _PLANNING_MODELS: dict[str, type[HudiKeyedPolicy]] = {
     "metadata": MetadataPolicy,
     "indexing": IndexingPolicy,
+    "write": WritePolicy,
     "clean": CleanPolicy,
     "archival": ArchivalPolicy,
     "compaction": CompactionPolicy,
@@ -129,6 +131,7 @@ _BUILTIN: dict[str, tuple[PolicyValidator, Callable[[], frozenset[str]]]] = {
     "failed_writes": (_validate_failed_writes, _failed_writes_keys),
     "metadata": _model_validator(MetadataPolicy, None, leave_out=("hoodie.metadata.index.", "hoodie.metadata.record.")),
     "indexing": _model_validator(IndexingPolicy, None),
+    "write": _model_validator(WritePolicy, None),
 }
 _RENAMED: dict[str, str] = {
     _COMPACTION_SWITCH: "set `schedule` (or `enabled`) in this section instead",
@@ -200,15 +203,12 @@ def _message(err: Any) -> str:
 # --- sections ----------------------------------------------------------------------------------------------------
 
 
-class ServicePolicy(BaseModel):
-    """Base of every per-service section: `enabled` plus the service's Hudi keys, kept as extra fields."""
+class HudiKeyedSection(BaseModel):
+    """Base of every section holding Hudi keys (kept as extra fields) next to the daemon's own fields."""
 
     model_config = ConfigDict(strict=True, frozen=True, extra="allow")
     __pydantic_extra__: dict[str, Any] = Field(init=False)
     service: ClassVar[str]
-
-    enabled: bool = True
-    """False switches the service off entirely."""
 
     @classmethod
     def config_extra_keys(cls) -> Collection[str]:
@@ -262,6 +262,13 @@ class ServicePolicy(BaseModel):
     def hudi_properties(self) -> dict[str, str]:
         """The same as Hudi properties (strings; booleans lower-case)."""
         return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.hudi_options().items()}
+
+
+class ServicePolicy(HudiKeyedSection):
+    """Base of every per-service section: `enabled` plus the service's Hudi keys."""
+
+    enabled: bool = True
+    """False switches the service off entirely."""
 
 
 class CompactionPolicySettings(ServicePolicy):
@@ -395,6 +402,16 @@ class IndexingPolicySettings(ServicePolicy):
         return IndexingPolicy.from_mapping(self.hudi_options())
 
 
+class WriteSettings(HudiKeyedSection):
+    """`write`: how the daemon writes the base files of compaction and clustering, with Hudi's storage keys (the
+    Parquet codec, the footer's bloom filter): set them as the table's writers have them."""
+
+    service: ClassVar[str] = "write"
+
+    def policy(self) -> WritePolicy:
+        return WritePolicy.from_mapping(self.hudi_options())
+
+
 _PLANNED_SERVICES: tuple[str, ...] = ()
 
 
@@ -415,6 +432,8 @@ class PolicySet(BaseModel):
     indexing: IndexingPolicySettings = IndexingPolicySettings()
     slo: SloSettings = SloSettings()
     """Not a service: the table's SLO targets (`tableservice.config.slo`)."""
+    write: WriteSettings = WriteSettings()
+    """Not a service: how compaction and clustering write base files."""
 
     @model_validator(mode="before")
     @classmethod
@@ -430,7 +449,7 @@ class PolicySet(BaseModel):
         return data
 
     def service_names(self) -> list[str]:
-        return [name for name in type(self).model_fields if name != "slo"]
+        return [name for name in type(self).model_fields if name not in ("slo", "write")]
 
     def section(self, service: str) -> ServicePolicy:
         value = getattr(self, service, None)

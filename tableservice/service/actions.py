@@ -22,6 +22,7 @@ from tableservice.hudi.action.commit import ConflictCheck, WriteStats, complete
 from tableservice.hudi.action.compact import start_attempt
 from tableservice.hudi.action.rollback import rollback
 from tableservice.hudi.action.tasks import Task
+from tableservice.hudi.file_group.bloom import BloomFilterSettings
 from tableservice.hudi.file_group.filenames import parse_base_file_name
 from tableservice.hudi.models import HoodieCommitMetadata, HoodieWriteStat
 from tableservice.hudi.table.fs_view import partition_location
@@ -30,6 +31,7 @@ from tableservice.hudi.timeline.active import Timeline
 from tableservice.hudi.timeline.instant import Instant, State
 from tableservice.hudi.write.markers import Heartbeat, delete_markers, list_marked_files
 from tableservice.locks import LockHandle, TableLock
+from tableservice.planning.write import WritePolicy
 from tableservice.storage import StorageOptions, join
 
 log = logging.getLogger(__name__)
@@ -54,8 +56,17 @@ class TableContext:
     lock_timeout_s: float = 60.0
     storage_options: StorageOptions | None = None
     heartbeat_interval_ms: int = 60_000
-    compression: str = "gzip"
+    write: WritePolicy = field(default_factory=WritePolicy)  # codec and bloom filter of the base files written
     hooks: ActionHooks = field(default_factory=ActionHooks)
+
+    @property
+    def compression(self) -> str:
+        return self.write.writer_codec
+
+    @property
+    def bloom(self) -> BloomFilterSettings | None:
+        """The bloom filter the table's base files carry (None: its writers write none)."""
+        return self.write.bloom_filter(self.table.config.populate_meta_fields)
 
     @contextmanager
     def locked(self) -> Iterator[LockHandle]:

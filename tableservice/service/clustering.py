@@ -187,6 +187,7 @@ def execute_clustering(
                 groups,
                 _layout(table, instant, policy),
                 compression=ctx.compression,
+                bloom=ctx.bloom,
             ),
             action="clustering",
             partitions={g.partition for g in groups},

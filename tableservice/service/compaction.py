@@ -184,7 +184,13 @@ def execute_compaction(
         ctx,
         instant,
         compaction_tasks(
-            table, timeline, instant.requested_time, ops, compression=ctx.compression, memory_budget=memory_budget
+            table,
+            timeline,
+            instant.requested_time,
+            ops,
+            compression=ctx.compression,
+            bloom=ctx.bloom,
+            memory_budget=memory_budget,
         ),
         action="compaction",
         partitions={op.partition for op in ops},

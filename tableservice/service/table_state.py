@@ -20,6 +20,7 @@ from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.planning.indexing.policy import IndexingPolicy
 from tableservice.planning.metadata.policy import MetadataPolicy
 from tableservice.planning.slo import SloTargets
+from tableservice.planning.write import WritePolicy
 from tableservice.service.archival import ArchivalService
 from tableservice.service.clean import CleanService
 from tableservice.service.clustering import ClusteringResult, ClusteringService
@@ -62,6 +63,8 @@ class TableSettings:
     # A target whose time to breach is at most the fixing action's expected duration plus this (the wait until the
     # next poll: `service.poll_interval_seconds`) makes that service due.
     slo_margin_s: float = 30.0
+    # How compaction and clustering write base files (`write`): codec and bloom filter.
+    write: WritePolicy = field(default_factory=WritePolicy)
 
     @property
     def heartbeat_interval_ms(self) -> int:

@@ -140,6 +140,7 @@ class TableWorker(DueDecisions, ActionGuard):
             lock_timeout_s=self.settings.lock_timeout_s,
             heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
             storage_options=self.storage_options,
+            write=self.settings.write,
             hooks=ActionHooks(
                 lock_waited=self._lock_waited,
                 lock_timed_out=self.lock_waits.add_timeout,

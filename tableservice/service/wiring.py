@@ -152,6 +152,7 @@ def table_settings(config: DaemonConfig, entry: TableEntry) -> TableSettings:
         paused_reason=entry.paused_reason,
         slo=policies.slo.targets(),
         slo_margin_s=config.service.poll_interval_seconds,
+        write=policies.write.policy(),
     )
 
 

@@ -28,6 +28,7 @@ from tableservice.config.schema import Loc, iter_key_paths, resolve
 from tableservice.errors import ConfigError
 from tableservice.hudi.table.config import TableType
 from tableservice.planning.compaction.policy import CompactionPolicy, CompactionStrategyName, CompactionTriggerStrategy
+from tableservice.planning.write import WritePolicy
 from tableservice.storage import FileInfo, Storage
 from tableservice.storage.requests import counting
 from tests.support.fixtures import REPO
@@ -164,6 +165,13 @@ BAD: list[tuple[str, str, dict[str, str], list[str]]] = [
     ("mistyped per-table lock key",
      "tables:\n  - uri: /a\n    locks:\n      hoodie.write.lock.zookeeper.lock_kee: t\n", {}, [
         "tables[0].locks.hoodie.write.lock.zookeeper.lock_kee", "did you mean 'hoodie.write.lock.zookeeper.lock_key'"]),
+    ("mistyped write key", "defaults:\n  write:\n    hoodie.parquet.bloom.filter.enable: false\n", {}, [
+        "defaults.write.hoodie.parquet.bloom.filter.enable", "did you mean 'hoodie.parquet.bloom.filter.enabled'"]),
+    ("unwritable codec",
+     "tables:\n  - uri: /a\n    policy:\n      write:\n        hoodie.parquet.compression.codec: lzo\n", {}, [
+        "tables[0].policy.write.hoodie.parquet.compression.codec = 'lzo'", "LZO is not written", "line 5"]),
+    ("switch on the write section", "defaults:\n  write:\n    enabled: false\n", {}, [
+        "defaults.write.enabled", "unknown key"]),
     ("bad glob", "discovery:\n  - root: /lake\n    include: ['[abc']\n", {}, [
         "discovery[0].include[0] = '[abc'", "glob"]),
     ("bad env override: unknown key", "", {"TABLESERVICE__SERVICE__POLL_INTERVAL": "5"}, [
@@ -552,3 +560,24 @@ def test_storage_settings_reach_the_storage_options(tmp_path: Path) -> None:
         "request_timeout_s": 12.5,
         "list_client": "pyarrow",
     }
+
+
+def test_write_keys_reach_each_tables_settings() -> None:
+    """`defaults.write` applies to every table, a table's own `policy.write` keys override it key by key."""
+    from tableservice.hudi.file_group.bloom import BloomFilterSettings, BloomFilterTypeCode
+    from tableservice.service.wiring import table_settings
+
+    text = (
+        "defaults:\n  write:\n    hoodie.parquet.compression.codec: SNAPPY\n    hoodie.index.bloom.num_entries: 1000\n"
+        "tables:\n  - uri: /a\n  - uri: /b\n    policy:\n      write:\n"
+        "        hoodie.parquet.bloom.filter.enabled: false\n        hoodie.parquet.compression.codec: zstd\n"
+    )
+    config = parse_config(text)
+    a, b = (table_settings(config, entry).write for entry in config.tables)
+    assert (a.writer_codec, a.bloom_filter(True)) == (
+        "snappy",
+        BloomFilterSettings(1000, 1e-9, BloomFilterTypeCode.DYNAMIC_V0, 100000),
+    )
+    assert (b.writer_codec, b.bloom_num_entries, b.bloom_filter(True)) == ("zstd", 1000, None)
+    plain = parse_config("tables:\n  - uri: /c\n")
+    assert table_settings(plain, plain.tables[0]).write == WritePolicy()

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import pyarrow.parquet as pq
 import pytest
 
 from tableservice.errors import InvalidTableConfigError
+from tableservice.hudi.file_group.base_file_reader import read_base_file_footer
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.instant import Action
@@ -20,6 +22,7 @@ from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.locks import InProcessLockProvider
 from tableservice.planning.compaction.policy import CompactionPolicy
+from tableservice.planning.write import WritePolicy
 from tableservice.service.actions import TableContext
 from tableservice.service.compaction import execute_compaction, schedule_compaction
 from tableservice.storage import Storage
@@ -32,14 +35,16 @@ REFERENCE_PLAN_SCHEMA = REFERENCE_AVSC / "HoodieCompactionPlan__tv8-9.avsc"
 FILE_NAME = "_hoodie_file_name"
 
 
-def _ctx(path: str, executor: Any) -> TableContext:
+def _ctx(path: str, executor: Any, write: WritePolicy | None = None) -> TableContext:
     storage = Storage()
     table = HudiTable.open(storage, path)
-    return TableContext(table=table, lock=InProcessLockProvider().table_lock(table.name, path), executor=executor)
+    lock = InProcessLockProvider().table_lock(table.name, path)
+    return TableContext(table=table, lock=lock, executor=executor, write=write or WritePolicy())
 
 
-def _compact_and_check(path: str, executor: Any) -> None:
-    ctx = _ctx(path, executor)
+def _compact_and_check(path: str, executor: Any, write: WritePolicy | None = None) -> list[str]:
+    """Schedule and execute a compaction, check what readers see; the new base files."""
+    ctx = _ctx(path, executor, write)
     before_instants = [i.requested_time for i in ctx.table.timeline().completed_writes()]
     before = hudi_read(path)
     as_of_before = {t: hudi_read(path, as_of=t) for t in before_instants}
@@ -70,6 +75,7 @@ def _compact_and_check(path: str, executor: Any) -> None:
     for t, rows in as_of_before.items():
         assert_same_rows(hudi_read(path, as_of=t), rows, f"time travel to {t} after compaction")
     assert not (Path(path) / ".hoodie" / ".temp" / instant.requested_time).exists()
+    return [str(Path(path) / (s.path or "")) for s in md.write_stats()]
 
 
 @pytest.mark.parametrize(
@@ -95,6 +101,27 @@ def test_compaction_of_generated_tables(version: int, block: str, tmp_path: Path
     for step in Workload(240, 4, 0.3, 0.05, partitions=2, late_fraction=0.3).steps():
         client.apply(step)
     _compact_and_check(path, spark_executor)
+
+
+def test_compaction_writes_as_the_tables_write_keys_say(tmp_path: Path, spark_executor: Any) -> None:
+    """A table whose writers write no bloom filter and use zstd: the compacted files have neither filter nor key
+    range, are zstd, and read the same in hudi-rs."""
+    storage = Storage()
+    path = str(tmp_path / "t")
+    create_trip_table(path, 9, TableType.MERGE_ON_READ, storage=storage)
+    client = WriteClient(storage, path, options=WriteOptions(max_file_records=60))
+    for step in Workload(120, 3, 0.3, 0.05, partitions=2).steps():
+        client.apply(step)
+    write = WritePolicy.from_mapping(
+        {"hoodie.parquet.bloom.filter.enabled": "false", "hoodie.parquet.compression.codec": "zstd"}
+    )
+    written = _compact_and_check(path, spark_executor, write)
+    assert written
+    for location in written:
+        footer = read_base_file_footer(storage, location)
+        assert (footer.bloom_filter_serialized, footer.min_record_key, footer.max_record_key) == (None, None, None)
+        meta = pq.ParquetFile(location).metadata
+        assert {meta.row_group(0).column(c).compression for c in range(meta.num_columns)} == {"ZSTD"}
 
 
 def test_generated_v6_table_with_rollback_blocks(

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from tableservice.errors import InvalidPlanError, StaleAttemptError
 from tableservice.hudi.action.compact import FILE_NAME, check_attempt, slice_at, task_reader
 from tableservice.hudi.file_group.base_file import RECORD_KEY_COLUMN, write_base_file
+from tableservice.hudi.file_group.bloom import BloomFilterSettings, default_bloom
 from tableservice.hudi.file_group.dictionary_read import DictionaryColumns, is_dictionary_candidate
 from tableservice.hudi.file_group.filenames import BaseFileName
 from tableservice.hudi.file_group.merge_core import combined
@@ -68,6 +69,7 @@ class ClusteringTask:
     extra: dict[str, str] = field(default_factory=dict)
     kind: str = "clustering"
     pending_instants: tuple[str, ...] = ()  # never treated as archived
+    bloom: dict[str, Any] | None = field(default_factory=default_bloom)  # the footer's filter (None: none)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -258,6 +260,7 @@ def _run_clustering_task(storage: Storage, task: ClusteringTask) -> list[HoodieW
                 piece,
                 avro_schema=task.avro_schema,
                 compression=task.compression,
+                bloom=BloomFilterSettings.from_fields(task.bloom),
                 file_name=name,
                 dictionary_columns=dictionaries.names if dictionaries is not None else (),  # file name: the writer's
             )

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from tableservice.errors import FileMissingError, InvalidPlanError, StaleAttemptError
 from tableservice.hudi.file_group.base_file import write_base_file
+from tableservice.hudi.file_group.bloom import BloomFilterSettings, default_bloom
 from tableservice.hudi.file_group.filenames import BaseFileName, parse_base_file_name, parse_log_file_name
 from tableservice.hudi.file_group.merge import merge_config_from_properties
 from tableservice.hudi.file_group.reader import BlockFilter, FileGroupReader
@@ -61,6 +62,7 @@ class CompactionTask:
     pending_instants: tuple[str, ...] = ()  # never treated as archived
     memory_budget: int | None = None  # bytes of log records before the merge spills (None: unbounded)
     file_sizes: dict[str, int] = field(default_factory=dict)  # location -> bytes, as the plan's view listed them
+    bloom: dict[str, Any] | None = field(default_factory=default_bloom)  # the footer's filter (None: none)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -168,6 +170,7 @@ def _run_compaction_task(storage: Storage, task: CompactionTask) -> HoodieWriteS
             _as_batches(parts),
             avro_schema=task.avro_schema,
             compression=task.compression,
+            bloom=BloomFilterSettings.from_fields(task.bloom),
             file_name=name,
         )
     finally:

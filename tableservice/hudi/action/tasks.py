@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from tableservice.errors import InvalidPlanError
 from tableservice.hudi.action.cluster import ClusteringTask, SliceInput, run_clustering_task
 from tableservice.hudi.action.compact import CompactionTask, run_compaction_task
+from tableservice.hudi.file_group.bloom import BloomFilterSettings
 from tableservice.hudi.models import HoodieWriteStat
 from tableservice.hudi.table.fs_view import FileSlice
 from tableservice.hudi.table.hudi_table import HudiTable
@@ -156,11 +157,13 @@ def compaction_tasks(
     slices: Iterable[SliceToCompact],
     *,
     compression: str = "gzip",
+    bloom: BloomFilterSettings | None = BloomFilterSettings(),  # noqa: B008 - frozen value
     write_token: str = "0-0-0",
     memory_budget: int | None = None,
 ) -> list[CompactionTask]:
     """One task per file slice, each writing the slice's new base file at `instant_time`; `memory_budget` bounds
-    the memory of each slice's merge (`spill.compaction_memory_budget`)."""
+    the memory of each slice's merge (`spill.compaction_memory_budget`); `bloom`: the footers' bloom filter (None:
+    none, as for a table whose writers write none: `WritePolicy.bloom_filter`)."""
     shared = _shared(table, timeline, instant_time)
     return [
         CompactionTask(
@@ -172,6 +175,7 @@ def compaction_tasks(
             log_files=s.log_files,
             write_token=write_token,
             compression=compression,
+            bloom=bloom.to_fields() if bloom is not None else None,
             size_hint=s.size_hint,
             memory_budget=memory_budget,
             file_sizes=dict(s.file_sizes),
@@ -188,9 +192,11 @@ def clustering_tasks(
     layout: ClusteringLayout,
     *,
     compression: str = "gzip",
+    bloom: BloomFilterSettings | None = BloomFilterSettings(),  # noqa: B008 - frozen value
     write_token: str = "0-0-0",
 ) -> list[ClusteringTask]:
-    """One task per clustering group, each writing the group's new file groups at `instant_time`."""
+    """One task per clustering group, each writing the group's new file groups at `instant_time` (`bloom` as for
+    `compaction_tasks`)."""
     shared = _shared(table, timeline, instant_time)
     return [
         ClusteringTask(
@@ -203,6 +209,7 @@ def clustering_tasks(
             layout=layout.layout,
             write_token=write_token,
             compression=compression,
+            bloom=bloom.to_fields() if bloom is not None else None,
             size_hint=g.input_bytes,
             group_index=g.index,
         )

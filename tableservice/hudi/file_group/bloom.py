@@ -39,9 +39,9 @@ import binascii
 import enum
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -357,6 +357,32 @@ class BloomFilterSettings:
     fpp: float = DEFAULT_FPP
     type_code: BloomFilterTypeCode = BloomFilterTypeCode.DYNAMIC_V0
     dynamic_max_entries: int = DEFAULT_DYNAMIC_MAX_ENTRIES
+
+    def to_fields(self) -> dict[str, Any]:
+        """The settings as JSON-able fields (what a task carries)."""
+        return {
+            "num_entries": self.num_entries,
+            "fpp": self.fpp,
+            "type_code": self.type_code.value,
+            "dynamic_max_entries": self.dynamic_max_entries,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any] | None) -> BloomFilterSettings | None:
+        """The settings `to_fields` gave; None (no bloom filter) for None."""
+        if fields is None:
+            return None
+        return cls(
+            num_entries=int(fields["num_entries"]),
+            fpp=float(fields["fpp"]),
+            type_code=BloomFilterTypeCode.parse(str(fields["type_code"])),
+            dynamic_max_entries=int(fields["dynamic_max_entries"]),
+        )
+
+
+def default_bloom() -> dict[str, Any]:
+    """Hudi's default filter settings as a task carries them (`BloomFilterSettings.to_fields`)."""
+    return BloomFilterSettings().to_fields()
 
 
 def create_bloom_filter(

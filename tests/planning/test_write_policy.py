@@ -1,0 +1,84 @@
+"""The `write` keys: Hudi's rule for when a base file carries a bloom filter, the filter's size, the codec."""
+
+from __future__ import annotations
+
+import pytest
+
+from tableservice.errors import ConfigError
+from tableservice.hudi.file_group.bloom import BloomFilterSettings, BloomFilterTypeCode
+from tableservice.planning.write import WritePolicy
+
+
+def test_defaults_are_hudis() -> None:
+    policy = WritePolicy()
+    assert policy.writer_codec == "gzip"
+    assert policy.bloom_filter(populate_meta_fields=True) == BloomFilterSettings(
+        num_entries=60000, fpp=1e-9, type_code=BloomFilterTypeCode.DYNAMIC_V0, dynamic_max_entries=100000
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "populate_meta_fields", "written"),
+    [
+        ({"hoodie.parquet.bloom.filter.enabled": "false"}, True, False),
+        ({"hoodie.parquet.bloom.filter.enabled": False, "hoodie.index.type": "RECORD_INDEX"}, True, False),
+        ({"hoodie.parquet.bloom.filter.enabled": "false", "hoodie.index.type": "bloom"}, True, True),
+        ({"hoodie.parquet.bloom.filter.enabled": "false", "hoodie.index.type": "GLOBAL_BLOOM"}, True, True),
+        ({}, False, False),  # no meta fields: no record key column to index
+        ({"hoodie.index.type": "BLOOM"}, False, False),
+    ],
+)
+def test_a_bloom_filter_is_written_when_hudi_writes_one(
+    keys: dict[str, object], populate_meta_fields: bool, written: bool
+) -> None:
+    policy = WritePolicy.from_mapping(keys)
+    assert (policy.bloom_filter(populate_meta_fields) is not None) is written
+
+
+def test_the_filters_size_and_type_come_from_the_keys() -> None:
+    policy = WritePolicy.from_mapping(
+        {
+            "hoodie.index.bloom.num_entries": "1000",
+            "hoodie.index.bloom.fpp": "0.001",
+            "hoodie.bloom.index.filter.type": "simple",
+            "hoodie.bloom.index.filter.dynamic.max.entries": 5000,
+        }
+    )
+    settings = policy.bloom_filter(populate_meta_fields=True)
+    assert settings == BloomFilterSettings(1000, 0.001, BloomFilterTypeCode.SIMPLE, 5000)
+    assert BloomFilterSettings.from_fields(settings.to_fields() if settings else None) == settings
+    assert BloomFilterSettings.from_fields(None) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "codec", "writer"),
+    [("SNAPPY", "snappy", "snappy"), (" zstd", "zstd", "zstd"), ("uncompressed", "uncompressed", "none")],
+)
+def test_codecs_are_normalised(given: str, codec: str, writer: str) -> None:
+    policy = WritePolicy.from_mapping({"hoodie.parquet.compression.codec": given})
+    assert (policy.compression_codec, policy.writer_codec) == (codec, writer)
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"hoodie.parquet.compression.codec": "lzo"}, "LZO is not written"),
+        ({"hoodie.parquet.compression.codec": "gz"}, "expected one of gzip, snappy"),
+        ({"hoodie.index.bloom.fpp": 0}, "hoodie.index.bloom.fpp=0"),
+        ({"hoodie.index.bloom.fpp": "1.5"}, "hoodie.index.bloom.fpp='1.5'"),
+        ({"hoodie.index.bloom.num_entries": 0}, "hoodie.index.bloom.num_entries=0"),
+        ({"hoodie.index.bloom.num_entries": "2.5"}, "expected a whole number"),
+        ({"hoodie.bloom.index.filter.type": "DYNAMIC_V1"}, "expected DYNAMIC_V0 or SIMPLE"),
+        ({"hoodie.parquet.bloom.filter.enabled": "maybe"}, "hoodie.parquet.bloom.filter.enabled='maybe'"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(keys: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match="invalid write policy") as caught:
+        WritePolicy.from_mapping(keys)
+    assert message in str(caught.value)
+
+
+def test_a_misspelt_key_under_its_prefixes_is_refused_when_strict() -> None:
+    with pytest.raises(ConfigError) as caught:
+        WritePolicy.from_mapping({"hoodie.parquet.bloom.filter.enable": "false"}, strict=True)
+    assert "unknown write setting hoodie.parquet.bloom.filter.enable=" in str(caught.value)
