@@ -2,7 +2,7 @@
 against hudi-rs's merged read plus a pyarrow write, on the same file slices, in one run.
 
 Usage: python bench/compaction.py [--records 2000000] [--file-groups 16] [--commits 6] [--repeats 5]
-                                  [--settle-jobs 200]
+                                  [--settle-jobs 200] [--no-bloom]
 
 The table: non-partitioned MOR (table version 9), Parquet log blocks (so that the bare pipeline can read them
 with pyarrow alone), `--records` rows in `--file-groups` base files, five delta commits of 20% updates.
@@ -43,6 +43,7 @@ from bench.common import bench_dir, peak_rss_mb, standard_mor_table
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.action.compact import CompactionTask
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
+from tableservice.hudi.file_group.bloom import BloomFilterSettings
 from tableservice.hudi.file_group.log_format import BlockType, LogBlock, iter_log_blocks, read_block_content
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.storage import Storage
@@ -50,12 +51,15 @@ from tableservice.storage import Storage
 RECORD_KEY = "_hoodie_record_key"
 
 
-def tasks_for(table: HudiTable, instant: str, token: str) -> list[CompactionTask]:
-    """Every slice with log files, compacted at `instant` (the tasks a plan naming all of them would give)."""
+def tasks_for(table: HudiTable, instant: str, token: str, bloom: bool = True) -> list[CompactionTask]:
+    """Every slice with log files, compacted at `instant` (the tasks a plan naming all of them would give);
+    `bloom`: the new files carry Hudi's default bloom filter (else none, as `hoodie.parquet.bloom.filter.enabled`
+    false gives)."""
     timeline = table.timeline()
     view = table.file_system_view(timeline=timeline)
     slices = [CompactionInput.of(s) for s in view.latest_slices() if s.log_files]
-    return compaction_tasks(table, timeline, instant, slices, compression="snappy", write_token=token)
+    settings = BloomFilterSettings() if bloom else None
+    return compaction_tasks(table, timeline, instant, slices, compression="snappy", bloom=settings, write_token=token)
 
 
 def cleanup(path: Path, instant: str) -> None:
@@ -71,7 +75,7 @@ def cleanup(path: Path, instant: str) -> None:
 PROTOCOL = "@@bench "  # lines of a session process meant for the parent (the JVM may print on the same stdout)
 
 
-def session_main(path: Path, master: str, instant: str, settle_jobs: int) -> int:
+def session_main(path: Path, master: str, instant: str, settle_jobs: int, bloom: bool) -> int:
     """A child process holding one warm Spark session: each `run` line on stdin runs the compaction job (new files
     deleted afterwards) and answers with its seconds, rows and peak RSS figures; any other line, or the end of
     stdin, ends it."""
@@ -87,7 +91,7 @@ def session_main(path: Path, master: str, instant: str, settle_jobs: int) -> int
         for line in sys.stdin:
             if line.strip() != "run":
                 break
-            tasks = tasks_for(table, instant, "0-0-0")  # each Spark task writes with its own token
+            tasks = tasks_for(table, instant, "0-0-0", bloom)  # each Spark task writes with its own token
             started = time.perf_counter()
             try:
                 stats = executor.run_tasks(tasks, tag=f"bench-{master}", description="bench").stats
@@ -106,12 +110,13 @@ def session_main(path: Path, master: str, instant: str, settle_jobs: int) -> int
 class Session:
     """The parent's handle on one session process."""
 
-    def __init__(self, path: Path, master: str, instant: str, settle_jobs: int) -> None:
+    def __init__(self, path: Path, master: str, instant: str, settle_jobs: int, bloom: bool) -> None:
         self.master = master
         self.proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "bench.compaction", "--session", master, "--path", str(path)),
                 *("--instant", instant, "--settle-jobs", str(settle_jobs)),
+                *(() if bloom else ("--no-bloom",)),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -245,13 +250,19 @@ def main() -> int:
         default=200,
         help="empty jobs each session runs before the first round (a long-running daemon's JVM has run many)",
     )
+    parser.add_argument(
+        "--no-bloom",
+        action="store_true",
+        help="the Spark job writes no bloom filter, as for a table with hoodie.parquet.bloom.filter.enabled=false "
+        "(the bare pipeline never writes one)",
+    )
     parser.add_argument("--session", help=argparse.SUPPRESS)  # a child process holding one Spark session
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--instant", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if args.session:
-        return session_main(Path(args.path), args.session, args.instant, args.settle_jobs)
+        return session_main(Path(args.path), args.session, args.instant, args.settle_jobs, not args.no_bloom)
     path = bench_dir(f"compaction-{args.records}-{args.file_groups}-{args.commits}")
     print(f"table: {path}; load average {os.getloadavg()[0]:.1f}", flush=True)
     standard_mor_table(
@@ -277,7 +288,16 @@ def main() -> int:
         "(--settle-jobs; 0: a young JVM, as in a daemon's first jobs)",
         flush=True,
     )
-    sessions = {master: Session(path, master, instant, args.settle_jobs) for master in ("local[1]", "local[2]")}
+    print(
+        "the Spark job writes no bloom filter (--no-bloom)"
+        if args.no_bloom
+        else "the Spark job writes Hudi's default bloom filter into each file (the bare pipeline writes none)",
+        flush=True,
+    )
+    sessions = {
+        master: Session(path, master, instant, args.settle_jobs, not args.no_bloom)
+        for master in ("local[1]", "local[2]")
+    }
     try:
         for round_ in range(1, max(1, args.repeats) + 1):
             measured = {
