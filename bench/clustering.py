@@ -1,13 +1,15 @@
 """Clustering throughput: tableservice's Spark clustering job (local[2]) against delta-rs's optimize z-order on the
 same rows, run alternately in one process.
 
-Usage: python bench/clustering.py [--files 500] [--rows-per-file 4000] [--groups 4] [--repeats 5]
+Usage: python bench/clustering.py [--files 500] [--rows-per-file 4000] [--groups 4] [--repeats 5] [--no-bloom]
 
 The data: `--files` small files (about 2M rows in all) of the trips schema, as a Hudi copy-on-write table (table
 version 9) and as a Delta table. Hudi: the files are clustered in `--groups` groups, each sorted by `fare` and
 written as target-size files. delta-rs: `optimize.z_order(["fare"])` (one column: a sort) with the same target
 size, on a fresh copy of the Delta table each time (copied outside the timing). Nothing is committed on the Hudi
-side (new files are deleted after each run). Snappy on both sides.
+side (new files are deleted after each run). Snappy on both sides. The Hudi files carry Hudi's default bloom filter
+of their record keys, as a table's writers write it by default; `--no-bloom` leaves it out, as for a table with
+`hoodie.parquet.bloom.filter.enabled=false` (delta-rs writes none).
 
 What is measured: the Spark session starts and its Python workers are warmed up (imports, one run of the hot
 kernels on a few rows) before the first job; then `--repeats` rounds, each one tableservice run (the clustering
@@ -37,6 +39,7 @@ from bench.common import bench_dir
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.action.cluster import ClusteringTask
 from tableservice.hudi.action.tasks import ClusteringInput, ClusteringLayout, clustering_tasks
+from tableservice.hudi.file_group.bloom import BloomFilterSettings
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.table.schema import avro_schema_from_arrow
@@ -81,7 +84,7 @@ def make_tables(root: Path, files: int, rows_per_file: int) -> tuple[Path, Path,
     return hudi_path, delta_path, rows
 
 
-def hudi_tasks(path: Path, groups: int) -> list[ClusteringTask]:
+def hudi_tasks(path: Path, groups: int, bloom: bool = True) -> list[ClusteringTask]:
     table = HudiTable.open(Storage(), str(path))
     timeline = table.timeline()
     slices = sorted(table.file_system_view(timeline=timeline).latest_slices(), key=lambda s: s.file_id)
@@ -92,7 +95,8 @@ def hudi_tasks(path: Path, groups: int) -> list[ClusteringTask]:
         size = sum(s.total_size for s in chunk)
         inputs.append(ClusteringInput.of(g, "", chunk, output_groups=max(1, -(-size // TARGET))))
     layout = ClusteringLayout(TARGET, sort_columns=("fare",))
-    return clustering_tasks(table, timeline, INSTANT, inputs, layout, compression="snappy")
+    settings = BloomFilterSettings() if bloom else None
+    return clustering_tasks(table, timeline, INSTANT, inputs, layout, compression="snappy", bloom=settings)
 
 
 def _children_cpu() -> float:
@@ -136,19 +140,24 @@ def main() -> int:
     parser.add_argument("--rows-per-file", type=int, default=4000)
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5, help="rounds of one run each side, alternately")
+    parser.add_argument("--no-bloom", action="store_true", help="the Hudi files carry no bloom filter")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     root = bench_dir(f"clustering-{args.files}-{args.rows_per_file}")
     hudi_path, delta_path, rows = make_tables(root, args.files, args.rows_per_file)
     n = int(rows.num_rows)
     print(f"{args.files} small files, {n:,} rows; Hudi table {hudi_path}, Delta table {delta_path}", flush=True)
+    print(
+        "Hudi files: " + ("no bloom filter (--no-bloom)" if args.no_bloom else "Hudi's default bloom filter"),
+        flush=True,
+    )
     from deltalake import DeltaTable
 
     scratch = root / "delta-run"
     files_written: dict[str, int] = {}
 
     def ours() -> int:
-        tasks = hudi_tasks(hudi_path, args.groups)
+        tasks = hudi_tasks(hudi_path, args.groups, not args.no_bloom)
         stats = executor.run_tasks(tasks, tag="bench-clustering", description="bench clustering").stats
         files_written["ours"] = len(stats)
         return int(sum(s.num_writes or 0 for s in stats))
