@@ -70,6 +70,7 @@ def test_codecs_are_normalised(given: str, codec: str, writer: str) -> None:
         ({"hoodie.index.bloom.num_entries": "2.5"}, "expected a whole number"),
         ({"hoodie.bloom.index.filter.type": "DYNAMIC_V1"}, "expected DYNAMIC_V0 or SIMPLE"),
         ({"hoodie.parquet.bloom.filter.enabled": "maybe"}, "hoodie.parquet.bloom.filter.enabled='maybe'"),
+        ({"hoodie.index.bloom.num_entries": 30_000_000}, "takes 1,293,982,881 bits, more than 1,073,741,824"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(keys: dict[str, object], message: str) -> None:
