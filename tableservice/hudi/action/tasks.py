@@ -132,8 +132,17 @@ class ClusteringLayout:
     layout: str = "linear"
 
 
-def _shared(table: HudiTable, timeline: Timeline, instant_time: str) -> dict[str, Any]:
-    """The fields every task of one instant shares."""
+def _shared(
+    table: HudiTable,
+    timeline: Timeline,
+    instant_time: str,
+    *,
+    compression: str,
+    bloom: BloomFilterSettings | None,
+    write_token: str,
+) -> dict[str, Any]:
+    """The fields every task of one instant shares: what it reads, and how it writes its base files (codec, bloom
+    filter as JSON fields or None, write token)."""
     schema = table.latest_schema(timeline)
     if schema is None:
         raise InvalidPlanError("table has no schema", table=table.label)
@@ -147,6 +156,9 @@ def _shared(table: HudiTable, timeline: Timeline, instant_time: str) -> dict[str
         "completed_instants": tuple(i.requested_time for i in timeline.completed()),
         "timeline_start": timeline.commits_start(),
         "pending_instants": tuple(i.requested_time for i in timeline.pending()),
+        "compression": compression,
+        "bloom": bloom.to_fields() if bloom is not None else None,
+        "write_token": write_token,
     }
 
 
@@ -164,7 +176,7 @@ def compaction_tasks(
     """One task per file slice, each writing the slice's new base file at `instant_time`; `memory_budget` bounds
     the memory of each slice's merge (`spill.compaction_memory_budget`); `bloom`: the footers' bloom filter (None:
     none, as for a table whose writers write none: `WritePolicy.bloom_filter`)."""
-    shared = _shared(table, timeline, instant_time)
+    shared = _shared(table, timeline, instant_time, compression=compression, bloom=bloom, write_token=write_token)
     return [
         CompactionTask(
             **shared,
@@ -173,9 +185,6 @@ def compaction_tasks(
             base_instant_time=s.base_instant_time,
             base_file=s.base_file,
             log_files=s.log_files,
-            write_token=write_token,
-            compression=compression,
-            bloom=bloom.to_fields() if bloom is not None else None,
             size_hint=s.size_hint,
             memory_budget=memory_budget,
             file_sizes=dict(s.file_sizes),
@@ -197,7 +206,7 @@ def clustering_tasks(
 ) -> list[ClusteringTask]:
     """One task per clustering group, each writing the group's new file groups at `instant_time` (`bloom` as for
     `compaction_tasks`)."""
-    shared = _shared(table, timeline, instant_time)
+    shared = _shared(table, timeline, instant_time, compression=compression, bloom=bloom, write_token=write_token)
     return [
         ClusteringTask(
             **shared,
@@ -207,9 +216,6 @@ def clustering_tasks(
             target_file_bytes=layout.target_file_bytes,
             sort_columns=layout.sort_columns,
             layout=layout.layout,
-            write_token=write_token,
-            compression=compression,
-            bloom=bloom.to_fields() if bloom is not None else None,
             size_hint=g.input_bytes,
             group_index=g.index,
         )
