@@ -118,11 +118,6 @@ class WritePolicy(HudiKeyedPolicy):
             )
         return self
 
-    @property
-    def writer_codec(self) -> str:
-        """The codec as the base file writer takes it."""
-        return "none" if self.compression_codec == "uncompressed" else self.compression_codec
-
     def bloom_filter(self, populate_meta_fields: bool) -> BloomFilterSettings | None:
         """The bloom filter Hudi's writers put in a base file of this table, or None when they write none."""
         wanted = self.bloom_filter_enabled or (self.index_type is not None and "BLOOM" in self.index_type)

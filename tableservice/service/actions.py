@@ -61,7 +61,7 @@ class TableContext:
 
     @property
     def compression(self) -> str:
-        return self.write.writer_codec
+        return self.write.compression_codec
 
     @property
     def bloom(self) -> BloomFilterSettings | None:

@@ -574,10 +574,10 @@ def test_write_keys_reach_each_tables_settings() -> None:
     )
     config = parse_config(text)
     a, b = (table_settings(config, entry).write for entry in config.tables)
-    assert (a.writer_codec, a.bloom_filter(True)) == (
+    assert (a.compression_codec, a.bloom_filter(True)) == (
         "snappy",
         BloomFilterSettings(1000, 1e-9, BloomFilterTypeCode.DYNAMIC_V0, 100000),
     )
-    assert (b.writer_codec, b.bloom_num_entries, b.bloom_filter(True)) == ("zstd", 1000, None)
+    assert (b.compression_codec, b.bloom_num_entries, b.bloom_filter(True)) == ("zstd", 1000, None)
     plain = parse_config("tables:\n  - uri: /c\n")
     assert table_settings(plain, plain.tables[0]).write == WritePolicy()

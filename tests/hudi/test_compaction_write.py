@@ -40,7 +40,7 @@ def _compacted(path: str, policy: WritePolicy, token: str) -> tuple[BaseFileFoot
         timeline,
         INSTANT,
         [CompactionInput.of(first)],
-        compression=policy.writer_codec,
+        compression=policy.compression_codec,
         bloom=policy.bloom_filter(table.config.populate_meta_fields),
         write_token=token,
     )
@@ -123,7 +123,7 @@ def test_clustering_writes_the_codec_and_bloom_filter_the_keys_ask_for(tmp_path:
         INSTANT,
         [ClusteringInput.of(0, partition, view.latest_slices(partition), output_groups=1)],
         ClusteringLayout(target_file_bytes=1 << 30, sort_columns=("fare",)),
-        compression=policy.writer_codec,
+        compression=policy.compression_codec,
         bloom=policy.bloom_filter(table.config.populate_meta_fields),
     )
     (stat,) = run_clustering_task(Storage(), task)

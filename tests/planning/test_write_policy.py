@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tableservice.errors import ConfigError
+from tableservice.hudi.file_group.base_file import write_base_file
 from tableservice.hudi.file_group.bloom import BloomFilterSettings, BloomFilterTypeCode
 from tableservice.planning.write import WritePolicy
+from tableservice.storage import Storage
 
 
 def test_defaults_are_hudis() -> None:
     policy = WritePolicy()
-    assert policy.writer_codec == "gzip"
+    assert policy.compression_codec == "gzip"
     assert policy.bloom_filter(populate_meta_fields=True) == BloomFilterSettings(
         num_entries=60000, fpp=1e-9, type_code=BloomFilterTypeCode.DYNAMIC_V0, dynamic_max_entries=100000
     )
@@ -51,12 +57,23 @@ def test_the_filters_size_and_type_come_from_the_keys() -> None:
 
 
 @pytest.mark.parametrize(
-    ("given", "codec", "writer"),
-    [("SNAPPY", "snappy", "snappy"), (" zstd", "zstd", "zstd"), ("uncompressed", "uncompressed", "none")],
+    ("given", "codec", "written"),
+    [("SNAPPY", "snappy", "SNAPPY"), (" zstd", "zstd", "ZSTD"), ("uncompressed", "uncompressed", "UNCOMPRESSED")],
 )
-def test_codecs_are_normalised(given: str, codec: str, writer: str) -> None:
+def test_codecs_are_normalised_and_written(given: str, codec: str, written: str, tmp_path: Path) -> None:
+    """The key's value, normalised, is what the base file writer takes: the file's columns carry that codec."""
     policy = WritePolicy.from_mapping({"hoodie.parquet.compression.codec": given})
-    assert (policy.compression_codec, policy.writer_codec) == (codec, writer)
+    assert policy.compression_codec == codec
+    location = str(tmp_path / "f.parquet")
+    schema = {"type": "record", "name": "r", "fields": [{"name": "_hoodie_record_key", "type": "string"}]}
+    write_base_file(
+        Storage(),
+        location,
+        pa.table({"_hoodie_record_key": ["a", "b"]}),
+        avro_schema=schema,
+        compression=policy.compression_codec,
+    )
+    assert pq.ParquetFile(location).metadata.row_group(0).column(0).compression == written
 
 
 @pytest.mark.parametrize(

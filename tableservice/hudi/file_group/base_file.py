@@ -102,6 +102,10 @@ class BaseFileWriteResult:
     footer_metadata: dict[str, str] = field(repr=False)
 
 
+_PYARROW_CODECS = {"lz4": "lz4_raw", "uncompressed": "none"}
+"""Hudi's codec names (`hoodie.parquet.compression.codec`) that pyarrow spells otherwise."""
+
+
 class _TailCapturingSink:
     """A file object for pyarrow that passes bytes through, except those written while capturing."""
 
@@ -215,8 +219,7 @@ class BaseFileWriter:
         self._closed = False
         self._result: BaseFileWriteResult | None = None
         codec = compression.lower()
-        if codec == "lz4":
-            codec = "lz4_raw"
+        codec = _PYARROW_CODECS.get(codec, codec)
         if compression_level is None and codec == "gzip":
             compression_level = 6
         self._out = storage.open_output_stream(location)
