@@ -449,7 +449,8 @@ class PolicySet(BaseModel):
         return data
 
     def service_names(self) -> list[str]:
-        return [name for name in type(self).model_fields if name not in ("slo", "write")]
+        """The sections that configure a table service (not `slo` or `write`)."""
+        return [name for name in type(self).model_fields if isinstance(getattr(self, name), ServicePolicy)]
 
     def section(self, service: str) -> ServicePolicy:
         value = getattr(self, service, None)

@@ -581,3 +581,16 @@ def test_write_keys_reach_each_tables_settings() -> None:
     assert (b.compression_codec, b.bloom_num_entries, b.bloom_filter(True)) == ("zstd", 1000, None)
     plain = parse_config("tables:\n  - uri: /c\n")
     assert table_settings(plain, plain.tables[0]).write == WritePolicy()
+
+
+def test_service_names_are_the_service_sections() -> None:
+    """`slo` and `write` configure a table, not a service: they are not among the services, nor their sections."""
+    from tableservice.config.policy import PolicySet
+
+    policies = PolicySet()
+    names = ["compaction", "clustering", "clean", "archival", "failed_writes", "metadata", "indexing"]
+    assert policies.service_names() == names
+    assert [policies.section(n).service for n in names] == names
+    for other in ("slo", "write"):
+        with pytest.raises(KeyError):
+            policies.section(other)
