@@ -472,17 +472,26 @@ def test_unmaterialised_state_merges_as_the_materialised_one(mode: MergeMode, mo
     assert "k005" not in {r[KEY] for r in out} and any(r[KEY] == "k300" for r in later)
 
 
-def test_one_chunk_keeps_the_rows_and_the_schema() -> None:
-    from tableservice.hudi.file_group.delta_records import one_chunk
-
-    table = pa.concat_tables(
-        [pa.table({"k": ["a", "b"], "v": [1, 2]}), pa.table({"k": ["c"], "v": pa.array([None], pa.int64())})]
-    )
-    one = one_chunk(table)
-    assert [c.num_chunks for c in one.columns] == [1, 1]
-    assert one.schema == table.schema and one.to_pylist() == table.to_pylist()
-    single = pa.table({"k": ["a"]})
-    assert one_chunk(single) is single
+def test_the_kept_rows_become_one_chunk_with_their_rows_and_schema_once() -> None:
+    """The first take of emitted rows makes the kept log rows one chunk (same rows, same schema); later takes
+    leave them as they are, without copying them again."""
+    delta = DeltaRecords(cfg(EVENT, "ts"))
+    delta.add_data(rows(["a", "b"], [1, 2]))
+    delta.add_data(rows(["c"], [None]))
+    assert len(delta) == 3  # folded: the kept rows are the two blocks' rows, one chunk each
+    source = delta._source
+    assert source is not None and [c.num_chunks for c in source.columns] == [2] * source.num_columns
+    emitted = delta.state_rows(np.array([0, 2]))
+    one = delta._source
+    assert one is not None and [c.num_chunks for c in one.columns] == [1] * one.num_columns
+    assert one.schema == source.schema and one.to_pylist() == source.to_pylist()
+    assert [r[KEY] for r in emitted.to_pylist()] == ["a", "c"]
+    delta.state_rows(np.array([1]))
+    again = delta._source
+    assert again is not None
+    assert [c.chunk(0).buffers()[-1].address for c in again.columns] == [
+        c.chunk(0).buffers()[-1].address for c in one.columns
+    ]
 
 
 def test_combined_gives_one_array_of_the_same_values() -> None:
