@@ -24,6 +24,7 @@ from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.planning.clustering.policy import ClusteringPolicy
 from tableservice.planning.compaction.policy import CompactionPolicy
 from tableservice.planning.metadata.policy import MetadataPolicy
+from tableservice.planning.write import WritePolicy
 
 REPO = Path(__file__).resolve().parents[2]
 ZK = "locks:\n  hoodie.write.lock.provider: zookeeper\n  hoodie.write.lock.zookeeper.url: zk\n" \
@@ -64,6 +65,10 @@ OVER_BOUND = [
      "defaults.compaction.hoodie.memory.compaction.max.size = 1099511627777", "1099511627776"),
     ("defaults:\n  compaction:\n    hoodie.memory.compaction.fraction: 1.5\n",
      "defaults.compaction.hoodie.memory.compaction.fraction = 1.5", "1"),
+    ("defaults:\n  write:\n    hoodie.index.bloom.num_entries: 100000001\n",
+     "defaults.write.hoodie.index.bloom.num_entries = 100000001", "100000000"),
+    ("defaults:\n  write:\n    hoodie.bloom.index.filter.dynamic.max.entries: 100000001\n",
+     "defaults.write.hoodie.bloom.index.filter.dynamic.max.entries = 100000001", "100000000"),
     ("defaults:\n  clean:\n    hoodie.cleaner.hours.retained: 87601\n",
      "defaults.clean.hoodie.cleaner.hours.retained = 87601", "87600"),
     ("defaults:\n  clean:\n    hoodie.cleaner.commits.retained: '100001'\n",
@@ -154,6 +159,7 @@ def _numeric(annotation: Any) -> bool:
         CleanPolicy,
         ArchivalPolicy,
         MetadataPolicy,
+        WritePolicy,
         SloSettings,
         GroupSettings,
         BackoffSettings,

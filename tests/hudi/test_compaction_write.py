@@ -20,6 +20,7 @@ from tableservice.hudi.action.tasks import (
 from tableservice.hudi.file_group.base_file_reader import BaseFileFooter, read_base_file_footer
 from tableservice.hudi.file_group.bloom import BloomFilterTypeCode
 from tableservice.hudi.table.hudi_table import HudiTable
+from tableservice.hudi.table.read import ReadOptions, read
 from tableservice.planning.write import WritePolicy
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import mor_table
@@ -129,4 +130,8 @@ def test_clustering_writes_the_codec_and_bloom_filter_the_keys_ask_for(tmp_path:
     (stat,) = run_clustering_task(Storage(), task)
     footer, rows, codecs = _read(str(Path(path) / (stat.path or "")))
     assert codecs == {"UNCOMPRESSED"} and rows.num_rows == stat.num_writes
+    # The group's rows, as a snapshot read of its partition gives them.
+    before = read(table, ReadOptions(filters=(("city", "=", partition.split("=")[1]),)))
+    columns = [KEY, "_hoodie_commit_time", "fare", "rider"]
+    assert rows.select(columns).to_pylist() == before.select(columns).sort_by(KEY).to_pylist()
     assert (footer.bloom_filter_serialized, footer.min_record_key) == (None, None)
