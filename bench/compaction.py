@@ -12,11 +12,10 @@ How it is measured: two Spark sessions, a `local[1]` and a `local[2]`, each in i
 and warmed up outside the measurement (as the daemon's session is), and stay up for the whole run. Each then runs
 `--settle-jobs` empty jobs of the compaction job's shape: a driver JVM compiles Spark's planning code a little more on
 each of its first jobs (a trivial job's JVM CPU falls from about 200 ms to 70-80 ms over 150 jobs), and a
-long-running daemon's JVM has run many; `--settle-jobs 0` measures a young JVM, as in a daemon's first jobs. Then
-`--repeats`
-rounds, each running in turn: the bare pipeline in one process, the bare pipeline in two processes at once (the
-file groups dealt between them: what this machine's two cores give for the same work without Spark), the
-`local[1]` job and the `local[2]` job. The ratios are taken within each round (the runs of one round see the same
+long-running daemon's JVM has run many; `--settle-jobs 0` measures a young JVM, as in a daemon's first jobs.
+Then `--repeats` rounds, each running in turn: the bare pipeline in one process, the bare pipeline in two processes
+at once (the file groups dealt between them: what this machine's two cores give for the same work without Spark),
+the `local[1]` job and the `local[2]` job. The ratios are taken within each round (the runs of one round see the same
 minutes of the machine: on a shared VM its speed drifts by 20% over minutes) and their medians printed, with the
 first round's (the first measured job of each session) as well.
 Aims: local[1] at least 0.85x the bare pipeline's throughput; local[2] at least 1.9x local[1]. `bench.machine` shows
@@ -39,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import bench_dir, peak_rss_mb, standard_mor_table
+from bench.common import bench_dir, standard_mor_table, vm_status_kb
 from tableservice.executors.spark import SparkExecutor, SparkSettings
 from tableservice.hudi.action.compact import CompactionTask
 from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
@@ -99,7 +98,7 @@ def session_main(path: Path, master: str, instant: str, settle_jobs: int, bloom:
             finally:
                 cleanup(path, instant)
             rows = sum(s.num_writes or 0 for s in stats)
-            peak = round(peak_rss_mb() * 1024)  # KiB, as the workers report theirs
+            peak = vm_status_kb("VmHWM")  # this process's own peak (KiB, as the workers report theirs)
             print(f"{PROTOCOL}{seconds} {rows} {executor.last_peak_rss_kb} {peak}", flush=True)
     finally:
         executor.stop()
