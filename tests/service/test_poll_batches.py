@@ -98,8 +98,11 @@ async def test_tables_due_together_share_hops_and_stay_parked_while_idle() -> No
         assert all(ident != loop_thread for _, ident in t.polls)  # blocking work stays off the event loop
         dues = [due for due, _ in t.polls]
         assert dues[0] == now and dues[1] > now and dues[2] > dues[1]
-    # 36 polls in rounds of 12 tables, at most 8 per hop: 6 hops, not 36
-    assert (batches.polls, batches.hops, batches.handed_back) == (36, 6, 12)
+    # 36 polls, at most 8 per hop: 5 hops at the least; 6 when each round of 12 takes two hops of its own (8 + 4).
+    # A table polled in a round's first hop is due again within the window, so it may fill the round's second hop
+    # when that hop forms after the first has settled (on a slow machine): 5 hops. Either way, not 36.
+    assert (batches.polls, batches.handed_back) == (36, 12)
+    assert 5 <= batches.hops <= 6, batches.hops
     assert batches.parked == 0
 
 
