@@ -103,6 +103,11 @@ def test_the_dockerfile_is_hadolint_clean() -> None:
 def test_the_demo_runs_hardened_as_the_non_root_user(image: str) -> None:
     who = _run("podman", "run", "--rm", *HARDENED, image, "id", "-u")
     assert who.stdout.strip() == "10001", who.stderr
+    kernel = _run(
+        "podman", "run", "--rm", *HARDENED, image, "python", "-c",
+        "from tableservice.hudi.file_group import bloom_kernel; print(bloom_kernel.status())",
+    )  # fmt: skip
+    assert kernel.stdout.startswith("compiled (_bloom_murmur"), kernel.stdout + kernel.stderr
     demo = _run("podman", "run", "--rm", *HARDENED, "--network", "host", image, "tableservice", "demo")
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "completed compactions: ['" in demo.stdout

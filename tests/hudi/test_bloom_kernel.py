@@ -145,3 +145,14 @@ def test_turned_off_by_the_environment_with_the_same_bits() -> None:
     assert on_status.startswith("compiled (_bloom_murmur")
     assert "bloom filters are built in numpy (the compiled kernel is turned off" in off.stderr
     assert off_filter == on_filter
+
+
+def test_a_library_of_another_calling_convention_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library left by an older build (the editable install compiles it once) answers another convention number:
+    it is not called, and the numpy path takes over."""
+    monkeypatch.setattr(bloom_kernel, "_ABI", 2)
+    lib, status = bloom_kernel._load()
+    assert lib is None
+    assert status.startswith("numpy (the compiled kernel ") and status.endswith(
+        "of calling convention 1, not 2: a stale build)"
+    )

@@ -28,6 +28,9 @@
 #define VECTOR_CLONES
 #endif
 
+/* The calling convention's version: bloom_kernel.py refuses a library that answers another (a stale build). */
+#define KERNEL_ABI 1
+
 /* Error codes (0 is success): nothing has been written when one is returned. */
 #define ERR_ARGUMENT -1    /* a count, size or length out of range */
 #define ERR_KEY_LENGTH -2  /* keys longer than this kernel takes: use the numpy path */
@@ -115,3 +118,5 @@ int tableservice_bloom_murmur_set(const uint8_t *data, int64_t data_size, const 
     }
     return 0;
 }
+
+int tableservice_bloom_kernel_abi(void) { return KERNEL_ABI; }

@@ -23,6 +23,7 @@ __all__ = ["ENV_VAR", "available", "murmur_set", "status"]
 ENV_VAR = "TABLESERVICE_BLOOM_KERNEL"
 _NAME = "_bloom_murmur"
 _ERR_KEY_LENGTH = -2
+_ABI = 1  # KERNEL_ABI in _bloom_murmur.c
 _log = logging.getLogger(__name__)
 
 
@@ -44,8 +45,11 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
     try:
         lib = ctypes.CDLL(str(path))
         fn = lib.tableservice_bloom_murmur_set
+        abi = int(lib.tableservice_bloom_kernel_abi())
     except (OSError, AttributeError) as e:
         return None, f"numpy (the compiled kernel {path} cannot be loaded: {e})"
+    if abi != _ABI:
+        return None, f"numpy (the compiled kernel {path} is of calling convention {abi}, not {_ABI}: a stale build)"
     fn.argtypes = [
         ctypes.c_void_p,  # data
         ctypes.c_int64,  # data_size
