@@ -2,7 +2,7 @@
 against hudi-rs's merged read plus a pyarrow write, on the same file slices, in one run.
 
 Usage: python bench/compaction.py [--records 2000000] [--file-groups 16] [--commits 6] [--repeats 5]
-                                  [--settle-jobs 200] [--no-bloom]
+                                  [--settle-jobs 200] [--no-bloom] [--worker-pool mimalloc]
 
 The table: non-partitioned MOR (table version 9), Parquet log blocks (so that the bare pipeline can read them
 with pyarrow alone), `--records` rows in `--file-groups` base files, five delta commits of 20% updates.
@@ -74,12 +74,19 @@ def cleanup(path: Path, instant: str) -> None:
 PROTOCOL = "@@bench "  # lines of a session process meant for the parent (the JVM may print on the same stdout)
 
 
-def session_main(path: Path, master: str, instant: str, settle_jobs: int, bloom: bool) -> int:
+def session_main(path: Path, master: str, instant: str, settle_jobs: int, bloom: bool, worker_pool: str) -> int:
     """A child process holding one warm Spark session: each `run` line on stdin runs the compaction job (new files
     deleted afterwards) and answers with its seconds, rows and peak RSS figures; any other line, or the end of
     stdin, ends it."""
     executor = SparkExecutor(
-        SparkSettings(master=master, conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"})
+        SparkSettings(
+            master=master,
+            conf={
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "16",
+                **({"spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": worker_pool} if worker_pool else {}),
+            },
+        )
     )
     executor.start()
     try:
@@ -109,13 +116,14 @@ def session_main(path: Path, master: str, instant: str, settle_jobs: int, bloom:
 class Session:
     """The parent's handle on one session process."""
 
-    def __init__(self, path: Path, master: str, instant: str, settle_jobs: int, bloom: bool) -> None:
+    def __init__(self, path: Path, master: str, instant: str, settle_jobs: int, bloom: bool, worker_pool: str) -> None:
         self.master = master
         self.proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "bench.compaction", "--session", master, "--path", str(path)),
                 *("--instant", instant, "--settle-jobs", str(settle_jobs)),
                 *(() if bloom else ("--no-bloom",)),
+                *(("--worker-pool", worker_pool) if worker_pool else ()),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -255,13 +263,21 @@ def main() -> int:
         help="the Spark job writes no bloom filter, as for a table with hoodie.parquet.bloom.filter.enabled=false "
         "(the bare pipeline never writes one)",
     )
+    parser.add_argument(
+        "--worker-pool",
+        default="",
+        choices=["", "system", "mimalloc", "jemalloc"],
+        help="the Python workers' Arrow memory pool (ARROW_DEFAULT_MEMORY_POOL); default: the daemon's (system)",
+    )
     parser.add_argument("--session", help=argparse.SUPPRESS)  # a child process holding one Spark session
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--instant", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if args.session:
-        return session_main(Path(args.path), args.session, args.instant, args.settle_jobs, not args.no_bloom)
+        return session_main(
+            Path(args.path), args.session, args.instant, args.settle_jobs, not args.no_bloom, args.worker_pool
+        )
     path = bench_dir(f"compaction-{args.records}-{args.file_groups}-{args.commits}")
     print(f"table: {path}; load average {os.getloadavg()[0]:.1f}", flush=True)
     standard_mor_table(
@@ -293,8 +309,14 @@ def main() -> int:
         else "the Spark job writes Hudi's default bloom filter into each file (the bare pipeline writes none)",
         flush=True,
     )
+    print(
+        f"the workers' Arrow memory pool: {args.worker_pool} (--worker-pool)"
+        if args.worker_pool
+        else "the workers' Arrow memory pool: the daemon's (glibc's malloc: ARROW_DEFAULT_MEMORY_POOL=system)",
+        flush=True,
+    )
     sessions = {
-        master: Session(path, master, instant, args.settle_jobs, not args.no_bloom)
+        master: Session(path, master, instant, args.settle_jobs, not args.no_bloom, args.worker_pool)
         for master in ("local[1]", "local[2]")
     }
     try:
