@@ -49,6 +49,7 @@ from tableservice.hudi.file_group.merge_core import (
     INTERNAL,
     PRESENT,
     RECORD_KEY,
+    IntArray,
     align,
     combined,
     data_schema,
@@ -73,6 +74,7 @@ __all__ = [
     "MergeMode",
     "PartialUpdateMode",
     "RecordMerger",
+    "base_positions",
     "merge_base_batch",
     "merge_config_from_properties",
     "merge_file_slice",
@@ -87,18 +89,28 @@ __all__ = [
 ROW_COUNT = "__hudi_merge_rows"
 
 
+def base_positions(base_keys: pa.Array | pa.ChunkedArray, delta: DeltaRecords) -> IntArray:
+    """Where each base record key is among `delta.keys()`, or -1. One call over a whole base file's keys costs
+    about half of the per-batch calls it replaces (500k base keys against 290k log keys: 101 against 184 ms in
+    four batches of 131,072), since a lookup hashes one side and probes with the other, whole."""
+    return lookup(string_keys(base_keys, "base file"), delta.state_column(RECORD_KEY))
+
+
 def merge_base_batch(
     base: pa.RecordBatch | pa.Table,
     delta: DeltaRecords,
     *,
     schema: pa.Schema | None = None,
     matched: BoolArray | None = None,
+    position: IntArray | None = None,
 ) -> pa.Table:
     """Base rows merged with their surviving log versions: kept, replaced or removed (deletes). Unchanged base
     rows come first in base order, then the replaced ones.
 
     Output columns are those of `schema` (default: the base batch's), in its order and types. `matched`, a mask
-    from `delta.new_match_mask()`, gets the keys found in this batch set.
+    from `delta.new_match_mask()`, gets the keys found in this batch set. `position`: where each base row's key
+    is among `delta.keys()` (-1: not there), when the caller looked up a whole file's keys at once
+    (`base_positions`); else the batch's keys are looked up here.
     """
     table = to_table(base)
     target = schema if schema is not None else table.schema
@@ -107,8 +119,10 @@ def merge_base_batch(
         return out
     if RECORD_KEY not in table.column_names:
         raise CorruptFileError(f"base file rows without a {RECORD_KEY} column")
-    base_keys = string_keys(table.column(RECORD_KEY), "base file")
-    position = lookup(base_keys, delta.state_column(RECORD_KEY))
+    if position is None:
+        position = base_positions(table.column(RECORD_KEY), delta)
+    elif len(position) != table.num_rows:
+        raise ValueError(f"{len(position)} key positions given for a base batch of {table.num_rows} rows")
     rows = np.flatnonzero(position >= 0)
     if len(rows) == 0:
         return out

@@ -36,7 +36,14 @@ from tableservice.hudi.file_group.log_format import (
     decode_delete_block,
     iter_log_blocks,
 )
-from tableservice.hudi.file_group.merge import DeltaRecords, MergeConfig, merge_base_batch, remaining_inserts
+from tableservice.hudi.file_group.merge import (
+    DeltaRecords,
+    MergeConfig,
+    base_positions,
+    merge_base_batch,
+    remaining_inserts,
+)
+from tableservice.hudi.file_group.merge_core import IntArray
 from tableservice.hudi.file_group.records_read import note_records_read
 from tableservice.hudi.file_group.spill import SpillStats
 from tableservice.hudi.table.fs_view import BaseFile, FileSlice, FileSystemView
@@ -46,6 +53,9 @@ from tableservice.storage import Storage
 RECORD_KEY = "_hoodie_record_key"
 COMMIT_TIME = "_hoodie_commit_time"
 DEFAULT_BATCH_ROWS = 131_072
+WHOLE_FILE_LOOKUP_ROWS = 2_000_000
+"""The most rows of a base file whose record keys a merge looks up among the log's at once (`iter_base_merging`):
+the key column and its positions are held while the file is merged (about 40 MB at 20-byte keys)."""
 
 
 ORDERING = "ordering_value"  # the column of a decoded delete block holding each deleted key's ordering value
@@ -256,6 +266,25 @@ class FileGroupReader:
         self, base: BaseFile, columns: Sequence[str] | None = None, dictionaries: DictionaryColumns | None = None
     ) -> Iterator[pa.RecordBatch]:
         """The base file's rows, batch by batch; `dictionaries`: the columns to read as Arrow dictionaries."""
+        for batch, _ in self._base_batches(base, columns, dictionaries, None):
+            yield batch
+
+    def iter_base_merging(
+        self, base: BaseFile, delta: DeltaRecords
+    ) -> Iterator[tuple[pa.RecordBatch, IntArray | None]]:
+        """The base file's rows, batch by batch, each with where its record keys are among the log's
+        (`merge_base_batch`'s `position`). A file of more than one batch and at most `WHOLE_FILE_LOOKUP_ROWS` rows
+        has its key column read first and looked up at once (one ranged read more on an object store); otherwise
+        None, and each batch's keys are looked up as it is merged."""
+        yield from self._base_batches(base, None, None, delta)
+
+    def _base_batches(
+        self,
+        base: BaseFile,
+        columns: Sequence[str] | None,
+        dictionaries: DictionaryColumns | None,
+        delta: DeltaRecords | None,
+    ) -> Iterator[tuple[pa.RecordBatch, IntArray | None]]:
         try:
             with self.storage.open_input_file(base.location) as f:
                 pf = _open_base(f, dictionaries)
@@ -263,9 +292,21 @@ class FileGroupReader:
                 if columns is not None:
                     present = set(pf.schema_arrow.names)
                     wanted = [c for c in columns if c in present]
+                positions = None
+                rows = pf.metadata.num_rows
+                if (
+                    delta is not None
+                    and len(delta)
+                    and self.batch_rows < rows <= WHOLE_FILE_LOOKUP_ROWS
+                    and RECORD_KEY in pf.schema_arrow.names
+                ):
+                    keys = pf.read(columns=[RECORD_KEY], use_threads=False).column(0)
+                    positions = base_positions(keys, delta)
+                start = 0
                 for batch in pf.iter_batches(batch_size=self.batch_rows, columns=wanted, use_threads=False):
                     note_records_read(batch.num_rows)
-                    yield batch
+                    yield batch, None if positions is None else positions[start : start + batch.num_rows]
+                    start += batch.num_rows
         except TableServiceError as e:
             raise e.with_context(table=self.table_name, path=base.location) from e
         except (pa.ArrowException, OSError) as e:
@@ -294,8 +335,8 @@ class FileGroupReader:
         delta = self.delta_records(slice_)
         matched = delta.new_match_mask()
         if slice_.base_file is not None:
-            for batch in self.iter_base(slice_.base_file):
-                merged = merge_base_batch(batch, delta, schema=target, matched=matched)
+            for batch, position in self.iter_base_merging(slice_.base_file, delta):
+                merged = merge_base_batch(batch, delta, schema=target, matched=matched, position=position)
                 yield _align(merged, target, columns)
         inserts = remaining_inserts(delta, matched, schema=target)
         if inserts.num_rows:
