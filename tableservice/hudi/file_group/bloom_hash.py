@@ -253,17 +253,24 @@ def _length_chunks(
     (m, length) matrix, length). Which keys: a slice of the input when all keys have one length (fixed-format keys:
     the bytes are already a matrix), else an index array (keys grouped by length)."""
     for which, length in _length_groups(offsets):
-        if isinstance(which, slice):
-            n = len(offsets) - 1
-            matrix = data[int(offsets[0]) : int(offsets[-1])].reshape(n, length)
-            for start in range(0, n, chunk):
-                stop = min(n, start + chunk)
-                yield slice(start, stop), matrix[start:stop], length
-            return
-        span = np.arange(length, dtype=np.int64)[None, :]
-        for start in range(0, len(which), chunk):
-            idx = which[start : start + chunk]
-            yield idx, data[offsets[idx][:, None] + span], length
+        yield from _group_chunks(data, offsets, which, length, chunk)
+
+
+def _group_chunks(
+    data: npt.NDArray[np.uint8], offsets: I64, which: I64 | slice, length: int, chunk: int
+) -> Iterator[tuple[I64 | slice, npt.NDArray[np.uint8], int]]:
+    """One group of `_length_groups` in chunks of at most `chunk` keys, as `_length_chunks` yields them."""
+    if isinstance(which, slice):
+        n = len(offsets) - 1
+        matrix = data[int(offsets[0]) : int(offsets[-1])].reshape(n, length)
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
+            yield slice(start, stop), matrix[start:stop], length
+        return
+    span = np.arange(length, dtype=np.int64)[None, :]
+    for start in range(0, len(which), chunk):
+        idx = which[start : start + chunk]
+        yield idx, data[offsets[idx][:, None] + span], length
 
 
 def positions_many(keys: KeyInput, nb_hash: int, vector_size: int, hash_type: int = MURMUR_HASH) -> Pos:
@@ -297,20 +304,18 @@ def set_bits(
             for which, positions in position_chunks_of(data, offsets, nb_hash, vector_size, hash_type, as_index=True):
                 _scatter(positions, bools, None if targets is None else targets[which])
         return
-    if bloom_kernel.available():
-        left = []
-        for which, length in _length_groups(offsets):
-            rows = None if targets is None else targets[which]
-            if not bloom_kernel.murmur_set(data, offsets[:-1][which], length, nb_hash, vector_size, bit_rows, rows):
-                left.append(which)
-        if not left:
-            return
-        kept = np.concatenate([np.arange(n)[w] if isinstance(w, slice) else w for w in left])
-        data, offsets = _subset(data, offsets, kept)
-        targets = None if targets is None else targets[kept]
+    groups = []  # those the compiled kernel does not take (not in use, or keys too long for it): set in numpy
+    for which, length in _length_groups(offsets):
+        rows = None if targets is None else targets[which]
+        if not bloom_kernel.murmur_set(data, offsets[:-1][which], length, nb_hash, vector_size, bit_rows, rows):
+            groups.append((which, length))
+    if not groups:
+        return
     with _unpacked(bit_rows, vector_size) as bools:
-        for which, matrix, length in _length_chunks(data, offsets, _SCATTER_CHUNK):
-            _scatter_passes(matrix, length, nb_hash, vector_size, bools, None if targets is None else targets[which])
+        for which, length in groups:
+            for part, matrix, _ in _group_chunks(data, offsets, which, length, _SCATTER_CHUNK):
+                rows = None if targets is None else targets[part]
+                _scatter_passes(matrix, length, nb_hash, vector_size, bools, rows)
 
 
 def _length_groups(offsets: I64) -> Iterator[tuple[I64 | slice, int]]:
@@ -328,15 +333,6 @@ def _length_groups(offsets: I64) -> Iterator[tuple[I64 | slice, int]]:
     bounds = np.flatnonzero(np.diff(lengths[order])) + 1
     for group in np.split(order, bounds):
         yield group, int(lengths[group[0]])
-
-
-def _subset(data: npt.NDArray[np.uint8], offsets: I64, keep: I64) -> tuple[npt.NDArray[np.uint8], I64]:
-    """The bytes and offsets of the keys `keep` (in that order)."""
-    lengths = np.diff(offsets)[keep]
-    out_offsets = np.zeros(len(keep) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=out_offsets[1:])
-    spans = [data[int(offsets[i]) : int(offsets[i + 1])] for i in keep]
-    return (np.concatenate(spans) if spans else np.zeros(0, np.uint8)), out_offsets
 
 
 @contextmanager
