@@ -3,7 +3,8 @@
 The package's build compiles `_bloom_murmur.c` into a shared library beside this module (an optional build step:
 without a C compiler the package still installs). When the library is missing or cannot be loaded, or
 `TABLESERVICE_BLOOM_KERNEL=numpy` is set, `murmur_set` declines and bloom_hash.py's numpy path sets the bits: the
-same bits, about five times slower (`bench/bloom.py` measures both). `status()` says which one is in use and why.
+same bits, about four times slower (`bench/bloom.py` measures both: 3.8x-4.1x). `status()` says which one is in
+use and why.
 """
 
 from __future__ import annotations
