@@ -61,6 +61,7 @@ from tableservice.hudi.file_group.bloom import (
     create_bloom_filter,
 )
 from tableservice.hudi.file_group.dictionary_read import with_dictionaries
+from tableservice.hudi.file_group.dictionary_write import dictionary_setting, leaf_paths, plain_columns
 from tableservice.hudi.file_group.thrift_compact import ThriftError, decode_struct, encode_struct
 from tableservice.storage import Storage
 
@@ -104,6 +105,15 @@ class BaseFileWriteResult:
 
 _PYARROW_CODECS = {"lz4": "lz4_raw", "uncompressed": "none"}
 """Hudi's codec names (`hoodie.parquet.compression.codec`) that pyarrow spells otherwise."""
+
+
+def _codec_available(codec: str) -> bool:
+    """Whether pyarrow writes Parquet with this codec (checked when a writer is made, as pyarrow's own writer is
+    made only with the first row group)."""
+    try:
+        return bool(pa.Codec.is_available(codec))
+    except ValueError:  # a name pyarrow does not know
+        return False
 
 
 class _TailCapturingSink:
@@ -222,27 +232,42 @@ class BaseFileWriter:
         codec = _PYARROW_CODECS.get(codec, codec)
         if compression_level is None and codec == "gzip":
             compression_level = 6
+        if codec != "none" and not _codec_available(codec):
+            raise ValueError(f"Parquet compression codec {compression!r} is not available")
+        self._codec = codec
+        self._compression_level = compression_level
+        self._page_bytes = page_bytes
+        self._dictionary = dictionary
+        self._arrow_dictionaries = dictionaries
+        self._writer: pq.ParquetWriter | None = None  # opened with the first row group (`_open`)
         self._out = storage.open_output_stream(location)
         self._sink = _TailCapturingSink(self._out)
-        try:
-            self._writer = pq.ParquetWriter(
-                self._sink,
-                self._write_schema,
-                version="1.0",
-                data_page_version="1.0",
-                compression=codec,
-                compression_level=compression_level,
-                use_dictionary=dictionary,
-                data_page_size=page_bytes,
-                dictionary_pagesize_limit=page_bytes,
-                write_statistics=True,
-                write_page_index=True,
-                store_schema=False,
-                use_compliant_nested_type=True,
-            )
-        except BaseException:
-            self._out.close()
-            raise
+
+    def _open(self, first: pa.Table | None) -> pq.ParquetWriter:
+        """pyarrow's writer, made when the first row group is ready: its dictionary setting follows parquet-mr's
+        first-page test on those rows (`dictionary_write`), so that columns of mostly distinct values are written
+        PLAIN, as Hudi's writers write them, without Arrow hashing them into a dictionary first."""
+        use: bool | list[str] = self._dictionary
+        if self._dictionary and first is not None and first.num_rows:
+            judged = [n for n in first.column_names if n not in self._arrow_dictionaries]
+            plain = plain_columns(first.select(judged), self._page_bytes)
+            use = dictionary_setting(self._write_schema, leaf_paths(self._write_schema), plain)
+        self._writer = pq.ParquetWriter(
+            self._sink,
+            self._write_schema,
+            version="1.0",
+            data_page_version="1.0",
+            compression=self._codec,
+            compression_level=self._compression_level,
+            use_dictionary=use,
+            data_page_size=self._page_bytes,
+            dictionary_pagesize_limit=self._page_bytes,
+            write_statistics=True,
+            write_page_index=True,
+            store_schema=False,
+            use_compliant_nested_type=True,
+        )
+        return self._writer
 
     # --- writing -----------------------------------------------------------------------------------
 
@@ -344,7 +369,8 @@ class BaseFileWriter:
         start = 0
         while start < table.num_rows and (everything or table.num_rows - start >= limit):
             part = table.slice(start, limit)
-            self._writer.write_table(part, row_group_size=part.num_rows)
+            writer = self._writer if self._writer is not None else self._open(part)
+            writer.write_table(part, row_group_size=part.num_rows)
             start += part.num_rows
         rest = table.slice(start)
         self._pending = rest.to_batches() if rest.num_rows else []
@@ -371,8 +397,9 @@ class BaseFileWriter:
             raise ValueError("writer was aborted")
         try:
             self._flush()
+            writer = self._writer if self._writer is not None else self._open(None)
             self._sink.captured = bytearray()
-            self._writer.close()
+            writer.close()
             tail = bytes(self._sink.captured)
             self._sink.captured = None
             if len(tail) < 12 or tail[-4:] != _MAGIC:
@@ -413,7 +440,8 @@ class BaseFileWriter:
         if self._closed:
             return
         self._closed = True
-        for closer in (self._writer.close, self._out.close):
+        closers = [self._out.close] if self._writer is None else [self._writer.close, self._out.close]
+        for closer in closers:
             with contextlib.suppress(Exception):  # best effort: the file is deleted below
                 closer()
         with contextlib.suppress(StorageError):
