@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import replace
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from tableservice.hudi.action.compact import CompactionTask, run_compaction_task, task_reader
-from tableservice.hudi.action.tasks import CompactionInput, compaction_tasks
 from tableservice.hudi.file_group.merge import merge_base_batch
 from tableservice.hudi.file_group.records_read import counting_records
 from tableservice.hudi.file_group.spill import (
@@ -30,73 +28,10 @@ from tableservice.hudi.file_group.spill import (
     spill_directories,
     write_frame,
 )
-from tableservice.hudi.table.config import TableType
-from tableservice.hudi.table.fs_view import FileSlice
-from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.write.client import WriteClient, WriteOptions
-from tableservice.hudi.write.workload import TRIP_SCHEMA
 from tableservice.storage import Storage
-from tests.support.trip_tables import create_trip_table
+from tests.support.late_updates import compaction_task, late_update_table, merged_slices
 
 BUDGET = 8 * 1024  # bytes: every slice below spills
-
-
-def _rows(keys: list[str], ts: list[int], tag: str) -> pa.Table:
-    n = len(keys)
-    return pa.table(
-        {
-            "uuid": pa.array(keys, pa.string()),
-            "ts": pa.array(ts, pa.int64()),
-            "rider": pa.array([f"{tag}-{k}" for k in keys], pa.string()),
-            "driver": pa.array([f"d{i % 7}" for i in range(n)], pa.string()),
-            "fare": pa.array(np.arange(n, dtype=np.float64) + 0.5),
-            "tip": pa.array([None if i % 5 == 0 else Decimal("1.25") for i in range(n)], pa.decimal128(10, 2)),
-            "passengers": pa.array(np.full(n, 2), pa.int32()),
-            "trip_date": pa.array(np.full(n, 19000), pa.int32()).cast(pa.date32()),
-            "is_paid": pa.array([i % 2 == 0 for i in range(n)], pa.bool_()),
-            "city": pa.array(["sf"] * n, pa.string()),
-        },
-        schema=TRIP_SCHEMA,
-    )
-
-
-def _keys(keys: list[str], ts: list[int]) -> pa.Table:
-    return pa.table({"uuid": keys, "ts": pa.array(ts, pa.int64()), "city": ["sf"] * len(keys)})
-
-
-def _table(path: Path, version: int, log_block: str) -> str:
-    """One file group: 400 base rows, then log records with late updates (the base wins), ordering-field ties
-    (the later record wins), several versions of a key in the log, delete blocks (with and without a winning
-    ordering value), deletes undone by a later insert, and inserts of new keys."""
-    base = create_trip_table(str(path), version, TableType.MERGE_ON_READ)
-    client = WriteClient(Storage(), base, options=WriteOptions(log_block_format=log_block, compression="snappy"))
-    keys = [f"k{i:04d}" for i in range(400)]
-    client.insert(_rows(keys, [1000 + i for i in range(400)], "base"))
-    client.upsert(_rows(keys[:150] + [f"n{i:03d}" for i in range(60)], [2000] * 75 + [500] * 75 + [10] * 60, "u1"))
-    client.upsert(_rows(keys[100:250], [1000 + i for i in range(100, 250)], "tie"))  # equal to the base
-    client.delete(_keys(keys[300:340], [5000] * 20 + [1] * 20))  # half lose to the base's ordering value
-    client.upsert(_rows(keys[300:310] + [f"n{i:03d}" for i in range(30)], [9000] * 40, "u3"))
-    client.upsert(_rows([f"n{i:03d}" for i in range(20, 50)], [10] * 30, "tie2"), _keys(keys[390:], [7000] * 10))
-    return base
-
-
-def _slices(base: str) -> list[FileSlice]:
-    """The table's latest slices (one file group of updated keys, one of the new keys), and each slice's log
-    files alone (a log-only slice: every surviving record is an insert)."""
-    table = HudiTable.open(Storage(), base)
-    slices = table.file_system_view(timeline=table.reload()).latest_merged_slices()
-    assert len(slices) == 2 and all(s.base_file is not None and len(s.log_files) >= 2 for s in slices)
-    return [*slices, *(replace(s, base_file=None) for s in slices)]
-
-
-def _task(base: str, file_slice: FileSlice, budget: int | None, token: str) -> CompactionTask:
-    table = HudiTable.open(Storage(), base)
-    timeline = table.reload()
-    instant = table.active.new_instant_time(timeline)
-    (task,) = compaction_tasks(
-        table, timeline, instant, [CompactionInput.of(file_slice)], write_token=token, memory_budget=budget
-    )
-    return task
 
 
 def _written(base: str, task: CompactionTask) -> pa.Table:
@@ -116,12 +51,12 @@ def test_tiny_budget_writes_the_rows_of_the_unbounded_merge(
     spill_root = tmp_path / "local"
     spill_root.mkdir()
     monkeypatch.setenv("SPARK_LOCAL_DIRS", f"{tmp_path / 'absent'},{spill_root}")
-    base = _table(tmp_path / "t", version, log_block)
+    base = late_update_table(tmp_path / "t", version, log_block)
     storage = Storage()
     rows: dict[str, dict[str, Any]] = {}
-    for i, file_slice in enumerate(_slices(base)):
-        unbounded = _task(base, file_slice, None, f"{i}-0-1")
-        bounded = _task(base, file_slice, BUDGET, f"{i}-0-2")
+    for i, file_slice in enumerate(merged_slices(base)):
+        unbounded = compaction_task(base, file_slice, None, f"{i}-0-1")
+        bounded = compaction_task(base, file_slice, BUDGET, f"{i}-0-2")
         run_compaction_task(storage, unbounded)
         stat = run_compaction_task(storage, bounded)
         expected, got = _written(base, unbounded), _written(base, bounded)
@@ -165,8 +100,8 @@ def test_spill_files_are_removed_after_an_error(tmp_path: Path, monkeypatch: pyt
     spill_root = tmp_path / "local"
     spill_root.mkdir()
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(spill_root))
-    base = _table(tmp_path / "t", 8, "avro")
-    task = _task(base, _slices(base)[0], BUDGET, "3-0-1")
+    base = late_update_table(tmp_path / "t", 8, "avro")
+    task = compaction_task(base, merged_slices(base)[0], BUDGET, "3-0-1")
     calls: list[int] = []
     real = merge_base_batch
 
@@ -189,9 +124,9 @@ def test_an_abandoned_read_removes_its_spill_files(tmp_path: Path, monkeypatch: 
     spill_root = tmp_path / "local"
     spill_root.mkdir()
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(spill_root))
-    base = _table(tmp_path / "t", 8, "parquet")
-    file_slice = _slices(base)[0]
-    task = _task(base, file_slice, BUDGET, "4-0-1")
+    base = late_update_table(tmp_path / "t", 8, "parquet")
+    file_slice = merged_slices(base)[0]
+    task = compaction_task(base, file_slice, BUDGET, "4-0-1")
     reader = task_reader(Storage(), task)
     reader.batch_rows = 64
     parts = reader.read_slice(file_slice)

@@ -14,14 +14,14 @@ from tableservice.hudi.action.compact import task_reader
 from tableservice.hudi.file_group import merge as merge_module
 from tableservice.hudi.file_group import reader as reader_module
 from tableservice.storage import Storage
-from tests.hudi.test_spill import _slices, _table, _task
+from tests.support.late_updates import compaction_task, late_update_table, merged_slices
 
 
 @pytest.mark.parametrize(("version", "log_block"), [(9, "parquet"), (6, "avro")])
 def test_one_lookup_of_a_files_keys_merges_what_per_batch_lookups_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int, log_block: str
 ) -> None:
-    base = _table(tmp_path / "t", version, log_block)  # late updates, ties, deletes, re-inserts, new keys
+    base = late_update_table(tmp_path / "t", version, log_block)  # late updates, ties, deletes, re-inserts, new keys
     storage = Storage()
     calls: list[tuple[int, bool]] = []  # (batch rows, positions given)
     real = merge_module.merge_base_batch
@@ -31,8 +31,8 @@ def test_one_lookup_of_a_files_keys_merges_what_per_batch_lookups_merge(
         return real(batch, delta, **kwargs)
 
     monkeypatch.setattr(reader_module, "merge_base_batch", watched)
-    for i, file_slice in enumerate(_slices(base)[:2]):  # the two slices with a base file
-        reader = task_reader(storage, _task(base, file_slice, None, f"{i}-0-1"))
+    for i, file_slice in enumerate(merged_slices(base)[:2]):  # the two slices with a base file
+        reader = task_reader(storage, compaction_task(base, file_slice, None, f"{i}-0-1"))
         reader.batch_rows = 16  # several batches (the base files hold 60 and 400 rows)
         calls.clear()
         at_once = pa.concat_tables(list(reader.read_slice(file_slice)))
@@ -54,9 +54,9 @@ def test_one_lookup_of_a_files_keys_merges_what_per_batch_lookups_merge(
 
 
 def test_positions_of_the_wrong_length_are_refused(tmp_path: Path) -> None:
-    base = _table(tmp_path / "t", 9, "parquet")
-    file_slice = _slices(base)[0]
-    reader = task_reader(Storage(), _task(base, file_slice, None, "0-0-1"))
+    base = late_update_table(tmp_path / "t", 9, "parquet")
+    file_slice = merged_slices(base)[0]
+    reader = task_reader(Storage(), compaction_task(base, file_slice, None, "0-0-1"))
     delta = reader.delta_records(file_slice)
     assert file_slice.base_file is not None
     batch = next(reader.iter_base(file_slice.base_file))
