@@ -264,3 +264,21 @@ def test_fixture_footers_byte_equal(name: str, kernel: str) -> None:
         fresh = create_bloom_filter()
         fresh.add_many(keys)  # same keys, file order
         assert fresh.serialize() == text, path
+
+
+@pytest.mark.parametrize("type_code", [BloomFilterTypeCode.SIMPLE, BloomFilterTypeCode.DYNAMIC_V0])
+def test_bits_past_the_vector_in_a_footer_are_not_the_filters(type_code: BloomFilterTypeCode) -> None:
+    """A vector of 4,314 bits ends 2 bits into its last byte. Java reads only the vector's bits, so the 6 bits
+    after them in a footer (none when Hudi writes one) are not part of the filter: decoded, they are dropped, and
+    the filter serializes back as it was written and answers the same."""
+    bloom = create_bloom_filter(100, 1e-9, 200, type_code)
+    assert bloom.vector_size % 8 == 2
+    keys = [f"key-{i:05d}" for i in range(100)]
+    bloom.add_many(keys)
+    clean = bloom.serialize_bytes()
+    assert clean[-1] >> 2 == 0  # the last row's pad bits, as written
+    stray = clean[:-1] + bytes([clean[-1] | 0b1111_1100])
+    read = bloom_filter_from_string(base64.b64encode(stray).decode("ascii"), type_code)
+    assert read.serialize_bytes() == clean
+    probes = keys + [f"other-{i:05d}" for i in range(2000)]
+    assert read.might_contain_many(probes).tolist() == bloom.might_contain_many(probes).tolist()
