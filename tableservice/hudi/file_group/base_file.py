@@ -9,8 +9,9 @@ key/value metadata is, in this order (the order real files have): `parquet.avro.
 `hoodie_min_record_key`, `hoodie_max_record_key` (absent for an empty file), then any extra entries.
 
 Defaults follow Hudi's: gzip (`hoodie.parquet.compression.codec`, level 6 as Hadoop's zlib default),
-1 MiB pages and dictionary pages (`hoodie.parquet.page.size`), dictionary encoding on, row groups of
-120 MiB (`hoodie.parquet.block.size`), Parquet format 1.0 data pages (PLAIN_DICTIONARY), page indexes on.
+1 MiB pages and dictionary pages (`hoodie.parquet.page.size`), dictionary encoding on except for the columns
+whose first page fails parquet-mr's test (written PLAIN, as parquet-mr falls back: `dictionary_write`), row groups
+of 120 MiB (`hoodie.parquet.block.size`), Parquet format 1.0 data pages (PLAIN_DICTIONARY), page indexes on.
 Min/max record keys compare as Java's `String.compareTo` (UTF-16 code units).
 
 Differences from files parquet-mr writes that remain (none changes what a reader gets back):
@@ -21,7 +22,10 @@ Differences from files parquet-mr writes that remain (none changes what a reader
 - column chunks list encodings `PLAIN_DICTIONARY, RLE` / `PLAIN, RLE` (parquet-mr also lists BIT_PACKED
   for its level encoding); chunk statistics carry only `min_value`/`max_value` (parquet-mr also fills the
   deprecated `min`/`max`), plus Arrow's `is_*_exact` flags and size statistics;
-- dictionary fallback and page boundaries follow Arrow's rules, so pages split at other rows.
+- which columns fall back to PLAIN is decided once per file, on its first row group's first page (parquet-mr
+  decides per column chunk), from an estimated distinct count; a dictionary that outgrows its page limit later
+  falls back as Arrow's writer does (behind a dictionary page); page boundaries follow Arrow's rules, so pages
+  split at other rows.
 Not supported (UnsupportedTableError): unions other than [null, T], decimal on Avro bytes, decimal in a
 fixed of non-minimal size, timestamp-nanos, recursive records, arrays holding null elements (parquet-avro
 also refuses them).
