@@ -34,6 +34,7 @@ also refuses them).
 from __future__ import annotations
 
 import contextlib
+import logging
 import struct
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -106,6 +107,8 @@ class BaseFileWriteResult:
     bloom_filter_type: BloomFilterTypeCode | None
     footer_metadata: dict[str, str] = field(repr=False)
 
+
+log = logging.getLogger(__name__)
 
 _PYARROW_CODECS = {"lz4": "lz4_raw", "uncompressed": "none"}
 """Hudi's codec names (`hoodie.parquet.compression.codec`) that pyarrow spells otherwise."""
@@ -254,8 +257,11 @@ class BaseFileWriter:
         use: bool | list[str] = self._dictionary
         if self._dictionary and first is not None and first.num_rows:
             judged = [n for n in first.column_names if n not in self._arrow_dictionaries]
-            plain = plain_columns(first.select(judged), self._page_bytes)
-            use = dictionary_setting(self._write_schema, leaf_paths(self._write_schema), plain)
+            try:
+                plain = plain_columns(first.select(judged), self._page_bytes)
+                use = dictionary_setting(self._write_schema, leaf_paths(self._write_schema), plain)
+            except (pa.ArrowException, ValueError, TypeError) as e:  # the test only saves work: write as Arrow does
+                log.warning("dictionary test failed for %s, every column gets a dictionary: %s", self.location, e)
         self._writer = pq.ParquetWriter(
             self._sink,
             self._write_schema,
