@@ -128,6 +128,7 @@ def distinct_estimate(values: pa.Array) -> float:
     if n == 0:
         return 0.0
     bits = _bits_for(n)
+    extra = 0.0
     if plain_width(values.type) != 0:
         hashes = _word_hashes(values)
         if hashes is not None:
@@ -137,9 +138,7 @@ def distinct_estimate(values: pa.Array) -> float:
         width = values.type.byte_width  # other fixed widths: hashed as byte strings
         data = np.frombuffer(values.buffers()[1], dtype=np.uint8)[values.offset * width : (values.offset + n) * width]
         offsets = np.arange(n + 1, dtype=np.int64) * width
-        extra = 0.0
     else:
-        extra = 0.0
         lengths = pc.binary_length(values)
         if pc.min(lengths).as_py() == 0:  # the hash takes no empty value: the empty value counts once
             extra = 1.0
