@@ -256,9 +256,8 @@ class BaseFileWriter:
         PLAIN, as Hudi's writers write them, without Arrow hashing them into a dictionary first."""
         use: bool | list[str] = self._dictionary
         if self._dictionary and first is not None and first.num_rows:
-            judged = [n for n in first.column_names if n not in self._arrow_dictionaries]
             try:
-                plain = plain_columns(first.select(judged), self._page_bytes)
+                plain = plain_columns(first, self._page_bytes, skip=self._arrow_dictionaries)
                 use = dictionary_setting(self._write_schema, leaf_paths(self._write_schema), plain)
             except (pa.ArrowException, ValueError, TypeError) as e:  # the test only saves work: write as Arrow does
                 log.warning("dictionary test failed for %s, every column gets a dictionary: %s", self.location, e)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -190,7 +190,7 @@ def dictionary_pays(column: pa.Array | pa.ChunkedArray, page_bytes: int) -> bool
     return dictionary_bytes + n * index_bits / 8 < raw
 
 
-def plain_columns(table: pa.Table | pa.RecordBatch, page_bytes: int, skip: Sequence[str] = ()) -> tuple[str, ...]:
+def plain_columns(table: pa.Table | pa.RecordBatch, page_bytes: int, skip: Collection[str] = ()) -> tuple[str, ...]:
     """The top-level columns whose first page fails parquet-mr's dictionary test (in schema order); `skip`:
     columns not judged."""
     out = []
