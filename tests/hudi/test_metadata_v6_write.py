@@ -9,6 +9,8 @@ commit>001` completing as a `commit`, clean at `<latest delta commit>002`. `veri
 from __future__ import annotations
 
 import json
+import os
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from tableservice.hudi.models import HoodieCommitMetadata, encode_commit_metadat
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import ActiveTimeline
-from tableservice.hudi.timeline.instant import Action
+from tableservice.hudi.timeline.instant import Action, format_instant_time, parse_instant_time
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.planning.metadata.policy import MetadataPolicy
@@ -55,6 +57,17 @@ def _mdt(path: str) -> MetadataTable:
 
 def _logs(path: str, partition: str) -> set[str]:
     return {p.name for p in (Path(path) / ".hoodie" / "metadata" / partition).glob(".*.log.*")}
+
+
+def _free_time_before(path: str, t: str) -> str:
+    """The latest instant time before `t` that no file of the data timeline uses (a millisecond back, and on)."""
+    taken = {name.split(".", 1)[0] for name in os.listdir(Path(path) / ".hoodie")}
+    moment = parse_instant_time(t, UTC)
+    while True:
+        moment -= timedelta(milliseconds=1)
+        candidate = format_instant_time(moment, UTC)
+        if candidate not in taken:
+            return candidate
 
 
 def _completed_action(path: str, t: str) -> str:
@@ -198,7 +211,7 @@ def test_metadata_compaction_and_clean_take_hudi_0_14_instants(tmp_path: Path) -
     # a data instant pending at or before the latest metadata delta commit holds the compaction
     table = HudiTable.open(Storage(), path)
     latest = max(i.requested_time for i in _mdt(path).mdt_timeline.completed() if i.action is Action.DELTA_COMMIT)
-    held = table.active.create_requested(latest[:-3] + "000", Action.DELTA_COMMIT)  # earlier than `latest`
+    held = table.active.create_requested(_free_time_before(path, latest), Action.DELTA_COMMIT)
     decision = metadata_compaction_due(_mdt(path), 2)
     assert not decision.due and "pending data instant" in decision.reason
     table.active.delete_pending(held)
