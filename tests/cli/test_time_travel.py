@@ -33,6 +33,7 @@ from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.storage import Storage
 from tests.support.clean_helpers import POLICIES, build, scheduled
+from tests.support.instant_times import shifted
 from tests.support.oracle import assert_same_rows, hudi_read
 from tests.support.trip_tables import create_trip_table
 
@@ -279,7 +280,7 @@ def test_pending_write_bounds_time_travel_and_a_rolled_back_one_reads_what_came_
 
     code, _, err = _run(capsys, path, out, "--as-of", pending_time)
     _refused(code, err, f"at or after the pending deltacommit {pending_time}")
-    code, _, err = _run(capsys, path, out, "--as-of", str(int(pending_time) + 1))
+    code, _, err = _run(capsys, path, out, "--as-of", shifted(pending_time, 1))
     _refused(code, err, f"pending deltacommit {pending_time}")
     code, before, err = _run(capsys, path, out, "--as-of", writes[-1])
     assert code == 0, err

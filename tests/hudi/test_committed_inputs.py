@@ -17,6 +17,7 @@ from tableservice.hudi.table.read import read
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import mor_table
 from tests.support.fixtures import fixture_names, fixture_table_readonly
+from tests.support.instant_times import shifted
 from tests.support.oracle import sort_rows
 
 
@@ -156,7 +157,7 @@ def test_a_write_completed_after_the_plan_is_not_what_the_plan_had_to_see(
     assert last.completion_time is not None and last.requested_time < last.completion_time
     written = {s.path for stats in (table.commit_metadata(last).partition_to_write_stats or {}).values() for s in stats}
     assert written  # the write wrote files: the checks below compare something
-    between = str(int(last.completion_time) - 1)  # after the write was requested, before it completed
+    between = shifted(last.completion_time, -1)  # after the write was requested, before it completed
     assert last.requested_time < between < last.completion_time
     seen_before = CommittedFiles.of(table, timeline, before=between)
     seen_after = CommittedFiles.of(table, timeline, before=last.completion_time + "1")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +29,13 @@ from tableservice.hudi.models import HoodieCommitMetadata, encode_commit_metadat
 from tableservice.hudi.table.config import TableType
 from tableservice.hudi.table.hudi_table import HudiTable
 from tableservice.hudi.timeline.active import ActiveTimeline
-from tableservice.hudi.timeline.instant import Action, format_instant_time, parse_instant_time
+from tableservice.hudi.timeline.instant import Action
 from tableservice.hudi.write.client import WriteClient, WriteOptions
 from tableservice.hudi.write.workload import Workload
 from tableservice.planning.metadata.policy import MetadataPolicy
 from tableservice.service.metadata import maintain_metadata_table
 from tableservice.storage import Storage
+from tests.support.instant_times import shifted
 from tests.support.metadata_table import metadata_contents, partition_records
 from tests.support.oracle import hudi_read
 from tests.support.trip_tables import create_trip_table
@@ -60,14 +60,12 @@ def _logs(path: str, partition: str) -> set[str]:
 
 
 def _free_time_before(path: str, t: str) -> str:
-    """The latest instant time before `t` that no file of the data timeline uses (a millisecond back, and on)."""
+    """The latest instant time before `t` that no file of the data timeline uses."""
     taken = {name.split(".", 1)[0] for name in os.listdir(Path(path) / ".hoodie")}
-    moment = parse_instant_time(t, UTC)
-    while True:
-        moment -= timedelta(milliseconds=1)
-        candidate = format_instant_time(moment, UTC)
-        if candidate not in taken:
-            return candidate
+    candidate = shifted(t, -1)
+    while candidate in taken:
+        candidate = shifted(candidate, -1)
+    return candidate
 
 
 def _completed_action(path: str, t: str) -> str:

@@ -42,6 +42,7 @@ from tableservice.planning.archival import (
 )
 from tableservice.planning.clean.policy import CleanerPolicyName
 from tableservice.storage import Storage, join
+from tests.support.instant_times import shifted
 from tests.support.oracle import assert_same_rows, hudi_read
 from tests.support.trip_tables import create_trip_table
 
@@ -89,7 +90,7 @@ def _times(instants: Iterable[Instant | ArchivedInstant]) -> list[str]:
 
 def _after(t: str) -> str:
     """An instant time just after `t` (and before the next write, which is milliseconds later)."""
-    return str(int(t) + 1)
+    return shifted(t, 1)
 
 
 def _write_clean(

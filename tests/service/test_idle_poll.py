@@ -17,6 +17,7 @@ from tableservice.metrics import Metrics
 from tableservice.service.table_worker import TableSettings, TableWorker
 from tableservice.storage import Storage
 from tests.support.daemon_helpers import mor_table
+from tests.support.instant_times import shifted
 
 
 def _worker(path: Path) -> tuple[TableWorker, CollectorRegistry]:
@@ -63,7 +64,7 @@ def test_a_timeline_listed_again_unchanged_is_the_same_one_and_a_new_file_shows(
     first = table.active.load()
     assert table.active.load() is first
     requested = max(i.requested_time for i in first.instants)
-    later = str(int(requested) + 1)
+    later = shifted(requested, 1)
     Storage().write_bytes(f"{table.active.folder}/{later}.deltacommit.requested", b"")
     second = table.active.load()
     assert second is not first
