@@ -100,9 +100,10 @@ async def test_tables_due_together_share_hops_and_stay_parked_while_idle() -> No
         assert dues[0] == now and dues[1] > now and dues[2] > dues[1]
     # 36 polls, at most 8 per hop: 5 hops at the least; 6 when each round of 12 takes two hops of its own (8 + 4).
     # A table polled in a round's first hop is due again within the window, so it may fill the round's second hop
-    # when that hop forms after the first has settled (on a slow machine): 5 hops. Either way, not 36.
+    # when that hop forms after the first has settled (on a slow machine): 5 hops. Stalls of a window's length on a
+    # busy machine can split a round into more, smaller hops; even then far fewer than one hop per poll (36).
     assert (batches.polls, batches.handed_back) == (36, 12)
-    assert 5 <= batches.hops <= 6, batches.hops
+    assert 5 <= batches.hops <= 12, batches.hops
     assert batches.parked == 0
 
 
@@ -208,7 +209,8 @@ async def test_a_wake_while_the_tables_poll_runs_gets_that_poll_unsettled() -> N
             await anyio.sleep(0.02)
             assert table.got == "not returned"  # waits for the poll under way (never two polls of one table)
             release.set()
-            await anyio.sleep(0.05)
+            while table.got == "not returned":  # the poll's thread finishes, then the table takes its result
+                await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
     assert table.got == Polled("fresh")
     assert table.settled == []  # handed back as it is, though the rule would have kept the table parked
