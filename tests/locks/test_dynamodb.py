@@ -234,10 +234,10 @@ def test_java_heartbeats_keep_the_lock(
     lock = make_lock(providers, creds, table_name)
     providers[0].ensure_table()
     owner = "otherhost" + str(uuid.uuid4())
-    version = [java_put(ddb, table_name, owner, lease_ms=1000)]
+    version = [java_put(ddb, table_name, owner, lease_ms=2000)]
     stop = threading.Event()
 
-    def heartbeat() -> None:  # AmazonDynamoDBLockClient.sendHeartbeat, every lease/3
+    def heartbeat() -> None:  # AmazonDynamoDBLockClient.sendHeartbeat, here every lease/6: a late beat is no death
         while not stop.wait(0.33):
             new = str(uuid.uuid4())
             ddb.update_item(
@@ -252,7 +252,7 @@ def test_java_heartbeats_keep_the_lock(
                     "#on": "ownerName",
                 },
                 ExpressionAttributeValues={
-                    ":ld": {"S": "1000"},
+                    ":ld": {"S": "2000"},
                     ":newRvn": {"S": new},
                     ":rvn": {"S": version[0]},
                     ":on": {"S": owner},
@@ -264,13 +264,13 @@ def test_java_heartbeats_keep_the_lock(
     beat.start()
     try:
         with pytest.raises(LockError, match=owner):
-            lock.acquire(timeout_s=2.5)  # 2.5 leases: only a heartbeat-less holder would be taken over
+            lock.acquire(timeout_s=5)  # 2.5 leases: only a heartbeat-less holder would be taken over
     finally:
         stop.set()
         beat.join()
     assert get_item(ddb, table_name)["ownerName"]["S"] == owner  # type: ignore[index]
     # once the Java holder stops heartbeating, one lease later the lock is ours
-    handle = lock.acquire(timeout_s=5)
+    handle = lock.acquire(timeout_s=8)
     lock.release(handle)
 
 
