@@ -4,6 +4,7 @@ and quarantined while the others are served, and configuration changes are picke
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from tableservice.hudi.models import (
     encode_compaction_plan,
 )
 from tableservice.hudi.table.hudi_table import HudiTable
-from tableservice.hudi.timeline.instant import Action
+from tableservice.hudi.timeline.instant import Action, parse_instant_time, timeline_timezone
 from tableservice.planning.archival import ArchivalPolicy
 from tableservice.planning.clean.policy import CleanPolicy
 from tableservice.service.daemon import Daemon
@@ -227,8 +228,13 @@ def test_a_time_trigger_not_yet_due_is_asked_again_on_later_polls(tmp_path: Path
     from tableservice.service.table_worker import TableSettings, TableWorker
 
     path = mor_table(tmp_path / "t", records=100, commits=2)
+    table = HudiTable.open(Storage(), path)
+    first_write = table.timeline().completed_writes().instants[0].requested_time
+    zone = timeline_timezone(table.config.timezone_name)
+    # due ten seconds from now, however long the table took to write (the trigger counts from the first delta commit)
+    threshold = int((datetime.now(UTC) - parse_instant_time(first_write, zone)).total_seconds()) + 10
     policy = CompactionPolicy.from_mapping(
-        {"hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED", "hoodie.compact.inline.max.delta.seconds": 6}
+        {"hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED", "hoodie.compact.inline.max.delta.seconds": threshold}
     )
     settings = TableSettings(
         uri=path,
