@@ -20,15 +20,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout: float = 30.0) -> None:
+def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Return once something listens on `port`; ServerExited as soon as `proc` (the server meant to) has exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise ServerExited(f"the server for 127.0.0.1:{port} exited with code {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.1)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+class ServerExited(RuntimeError):
+    """A test server exited before it listened (its port may have been taken after `free_port` chose it)."""
 
 
 @dataclass(frozen=True)
@@ -44,17 +51,26 @@ def moto_server(extra_env: dict[str, str] | None = None) -> Iterator[MotoServer]
     """moto in server mode on 127.0.0.1 (S3 and DynamoDB share one endpoint), each request atomic (see
     `moto_serial.py`). `extra_env`: moto's settings (`INITIAL_NO_AUTH_ACTION_COUNT`: requests are authenticated,
     their signatures checked, after that many)."""
-    port = free_port()
     env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", **(extra_env or {}))
     launcher = str(Path(__file__).with_name("moto_serial.py"))
-    proc = subprocess.Popen(
-        [sys.executable, launcher, "127.0.0.1", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
+    for attempt in range(3):  # another process may bind the chosen port before the server does: choose again
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, launcher, "127.0.0.1", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        try:
+            wait_for_port(port, proc=proc)
+            break
+        except ServerExited:
+            if attempt == 2:
+                raise
+        except BaseException:
+            proc.kill()
+            raise
     try:
-        wait_for_port(port)
         yield MotoServer(endpoint_url=f"http://127.0.0.1:{port}")
     finally:
         proc.terminate()
