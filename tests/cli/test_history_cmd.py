@@ -106,10 +106,13 @@ def test_history_asks_the_daemon_and_reads_the_file_offline(tmp_path: Path, caps
             served.close()
 
 
-def test_history_says_what_to_do_without_a_daemon_or_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_history_says_what_to_do_without_a_daemon_or_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    s = socket.socket()  # bound and never listening, for the whole test: nobody else can take the port
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    request.addfinalizer(s.close)
     path = tmp_path / "history.sqlite"
     cfg = _config(tmp_path, port, path)
     assert main(["history", "--config", str(cfg)]) == 2
