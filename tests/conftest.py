@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -60,6 +61,15 @@ def s3_bucket(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> tuple[Storag
         secret_access_key=moto.secret_access_key,
     )
     return Storage(options), f"s3://{bucket}"
+
+
+@pytest.fixture()
+def unanswered_port() -> Iterator[int]:
+    """A loopback port bound and never listening for the whole test: connections are refused, and no other
+    process can take it meanwhile."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

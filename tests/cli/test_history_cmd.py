@@ -4,7 +4,6 @@ history file itself; both give the same actions."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 from functools import partial
 from pathlib import Path
@@ -107,12 +106,9 @@ def test_history_asks_the_daemon_and_reads_the_file_offline(tmp_path: Path, caps
 
 
 def test_history_says_what_to_do_without_a_daemon_or_a_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], unanswered_port: int
 ) -> None:
-    s = socket.socket()  # bound and never listening, for the whole test: nobody else can take the port
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    request.addfinalizer(s.close)
+    port = unanswered_port
     path = tmp_path / "history.sqlite"
     cfg = _config(tmp_path, port, path)
     assert main(["history", "--config", str(cfg)]) == 2

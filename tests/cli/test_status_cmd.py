@@ -4,7 +4,6 @@ healthy; it says what to do when the daemon does not answer."""
 from __future__ import annotations
 
 import json
-import socket
 from functools import partial
 from pathlib import Path
 
@@ -90,12 +89,9 @@ def test_status_asks_the_daemon_and_fails_on_an_unhealthy_table(
 
 
 def test_status_says_what_to_do_when_the_daemon_does_not_answer(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], unanswered_port: int
 ) -> None:
-    s = socket.socket()  # bound and never listening, for the whole test: nobody else can take the port
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    request.addfinalizer(s.close)
+    port = unanswered_port
     cfg = _config(tmp_path, port)
     mor_table(tmp_path / "a", records=40, commits=1, name="a")
     assert main(["status", "--config", str(cfg)]) == 2
