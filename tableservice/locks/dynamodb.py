@@ -50,8 +50,9 @@ heartbeat about every lease/3 on a daemon thread per held lock, the handle count
 passed without a successful write (a safety margin for the time between a check and the write it guards), delete
 on release; it acquires items left released
 by other clients (conditioning on their version and the presence of `isReleased`, whatever its type).
-`acquire(timeout_s)` waits exactly `timeout_s` in total: to take over a lock whose holder died, pass more than the
-lease.
+`acquire(timeout_s)` waits exactly `timeout_s` in total. What a waiter saw is kept by the provider across calls
+(the version and when this process first saw it), so short tries repeated over time, as the executor leases'
+`acquire(0)` on every poll, take over a holder that died once its version has stood unchanged for a lease.
 """
 
 from __future__ import annotations
@@ -195,31 +196,36 @@ class DynamoDBTableLock(TableLock):
         p.ensure_table()
         started = time.monotonic()
         deadline = started + max(0.0, timeout_s)
-        watched: tuple[str, float, float] | None = None  # (version, first seen at, its lease in seconds)
+        watched = p.watched(self.key)  # (version, first seen at, its lease in seconds), from earlier tries too
         last_owner = "nobody"
         last_error: Exception | None = None
         while True:
             try:
                 item = self.read_item()
                 if item is None:
+                    p.forget(self.key)
                     handle = self._put(_IF_ABSENT, _NAMES_PK, None)
                     return self._start(handle)
                 version = item.get(RECORD_VERSION_NUMBER, {}).get("S", "")
                 last_owner = item.get(OWNER_NAME, {}).get("S", "?")
                 if IS_RELEASED in item:
+                    p.forget(self.key)
                     names = {**_NAMES_PK_RVN, "#ir": IS_RELEASED}
                     handle = self._put(_IF_RELEASED, names, {":rvn": _s(version)})
                     return self._start(handle)
                 now = time.monotonic()
                 if watched is None or watched[0] != version:
                     watched = (version, now, _lease_seconds(item, p.lease_ms))
+                    p.remember(self.key, watched)
                 elif now - watched[1] > watched[2]:
+                    p.forget(self.key)
                     handle = self._put(_IF_VERSION, _NAMES_PK_RVN, {":rvn": _s(version)})
                     log.info("took over the expired lock of %s (%s)", last_owner, self._where)
                     return self._start(handle)
             except _TRANSIENT as e:
                 if _conditional_failed(e):
                     watched = None  # someone else won this round; watch the new holder
+                    p.forget(self.key)
                 elif isinstance(e, ClientError) and e.response.get("Error", {}).get("Code") == (
                     "ResourceNotFoundException"
                 ):
@@ -385,6 +391,7 @@ class DynamoDBLockProvider(LockProvider):
         self._table_ready = False
         self._guard = threading.Lock()
         self._live: dict[int, tuple[DynamoDBTableLock, DynamoDBLockHandle]] = {}
+        self._watched: dict[str, tuple[str, float, float]] = {}
 
     @property
     def client(self) -> Any:
@@ -401,6 +408,28 @@ class DynamoDBLockProvider(LockProvider):
                     "dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=config
                 )
             return self._client
+
+    # --- what waiters saw, across acquire calls ----------------------------------------------------------
+
+    def watched(self, key: str) -> tuple[str, float, float] | None:
+        """(version, monotonic time this process first saw it, its lease in seconds) of the item `key`, as the
+        last try to acquire it left it, or None."""
+        with self._guard:
+            return self._watched.get(key)
+
+    def remember(self, key: str, seen: tuple[str, float, float]) -> None:
+        """Keep what a try saw. Entries for keys nobody tries again are dropped after ten leases (at least ten
+        minutes): dropping one only restarts the wait for a lock that is tried again after all."""
+        with self._guard:
+            self._watched[key] = seen
+            now = seen[1]
+            for other, (_, first, lease_s) in list(self._watched.items()):
+                if now - first > max(600.0, 10 * lease_s):
+                    del self._watched[other]
+
+    def forget(self, key: str) -> None:
+        with self._guard:
+            self._watched.pop(key, None)
 
     def table_lock(self, table_name: str, base_path: str) -> TableLock:
         return DynamoDBTableLock(self, self.settings.dynamodb_partition_key_for(table_name), table_name)

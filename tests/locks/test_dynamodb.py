@@ -20,6 +20,7 @@ import pytest
 
 from tableservice.config.locks import LockSettings
 from tableservice.errors import LockError, LockLostError
+from tableservice.locks.base import LockHandle
 from tableservice.locks.dynamodb import DynamoDBLockHandle, DynamoDBLockProvider, DynamoDBTableLock
 from tests.support.fixtures import REPO
 from tests.support.servers import MotoServer
@@ -226,6 +227,46 @@ def test_takes_over_a_dead_java_holder_after_its_lease(
     assert item is not None and types_of(item) == JAVA_ITEM_TYPES
     assert item["ownerName"]["S"] == handle.owner and item["recordVersionNumber"]["S"] not in ("", old)
     lock.release(handle)
+
+
+def test_an_executor_lease_left_by_a_dead_replica_is_taken_over_by_zero_wait_tries_on_later_polls(
+    providers: list[DynamoDBLockProvider], creds: MotoServer, ddb: Any, table_name: str
+) -> None:
+    """The worker tries an action's lease with `acquire(0)` on each poll, on a fresh lock object: a live replica's
+    lease is never taken that way, and a dead one's is, once its version has stood for a lease."""
+    make_lock(providers, creds, table_name, lease_ms=1500)
+    replica = DynamoDBLockProvider(settings(table_name, 1500), endpoint_url=creds.endpoint_url)
+    providers.append(replica)
+    name = "compaction-20260101000000000"
+    held = replica.lease("trips", "s3://bucket/trips", name).acquire(timeout_s=2)
+
+    def try_lease() -> LockHandle | None:
+        try:
+            return providers[0].lease("trips", "s3://bucket/trips", name).acquire(0.0)
+        except LockError:
+            return None
+
+    started = time.monotonic()
+    while time.monotonic() - started < 3.75:  # 2.5 leases of a replica that heartbeats
+        assert try_lease() is None
+        time.sleep(0.2)
+    assert not held.lost
+    assert isinstance(held, DynamoDBLockHandle)
+    held.stop.set()  # the replica dies: no heartbeat, no release
+    last_beat = get_item(ddb, table_name, held.key)
+    died = time.monotonic()
+    tries = 0
+    while (handle := try_lease()) is None:
+        tries += 1
+        assert time.monotonic() - died < 10, "a dead replica's lease was never taken over"
+        time.sleep(0.2)
+    assert time.monotonic() - died > 1.0 and tries >= 4  # not before its version stood for about a lease
+    item = get_item(ddb, table_name, held.key)
+    assert last_beat is not None and item is not None
+    assert item["ownerName"]["S"] == providers[0].owner_name != last_beat["ownerName"]["S"]
+    assert item["recordVersionNumber"]["S"] != last_beat["recordVersionNumber"]["S"]
+    providers[0].lease("trips", "s3://bucket/trips", name).release(handle)
+    assert get_item(ddb, table_name, held.key) is None
 
 
 def test_java_heartbeats_keep_the_lock(
