@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from tableservice.errors import InvalidTimelineError
+from tableservice.hudi.timeline.zone import ProcessLocalZone
 
 INSTANT_FORMAT = "%Y%m%d%H%M%S"
 INIT_INSTANT_TS = "00000000000000"
@@ -158,6 +159,8 @@ def parse_instant_file_name(name: str) -> Instant | None:
     return Instant(requested, action, State.REQUESTED if state_name == "requested" else State.INFLIGHT)
 
 
+PROCESS_LOCAL_ZONE = ProcessLocalZone()
+
 # --- instant times ---------------------------------------------------------------------------------
 
 
@@ -186,11 +189,11 @@ def format_instant_time(moment: datetime, tz: tzinfo) -> str:
 
 
 def timeline_timezone(name: str | None) -> tzinfo:
-    """Hudi's `hoodie.table.timeline.timezone`: `UTC`, or `LOCAL` (the default) for the process's zone."""
+    """Hudi's `hoodie.table.timeline.timezone`: `UTC`, or `LOCAL` (the default) for the process's zone, with its
+    rules (each instant time read with the offset of its own moment, as Java's system default zone reads it)."""
     if name is not None and name.upper() == "UTC":
         return UTC
-    local = datetime.now().astimezone().tzinfo
-    return local if local is not None else UTC
+    return PROCESS_LOCAL_ZONE
 
 
 def next_instant_time(existing: list[str], tz: tzinfo, now: datetime | None = None) -> str:
