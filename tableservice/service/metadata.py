@@ -20,7 +20,7 @@ from tableservice.hudi.action.archival import archive
 from tableservice.hudi.action.clean import execute_clean, pending_cleans, schedule_clean
 from tableservice.hudi.metadata.archival import before_bound, metadata_archival_bound
 from tableservice.hudi.metadata.compaction import COMPACTION_ACTIONS, compact_metadata_table, metadata_compaction_due
-from tableservice.hudi.metadata.instants import CLEAN_SUFFIX, suffixed, uses_suffixes
+from tableservice.hudi.metadata.instants import CLEAN_SUFFIX, suffix_base, uses_suffixes
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.table.hudi_table import HudiTable, TableSnapshot
 from tableservice.hudi.timeline.active import Timeline
@@ -165,7 +165,8 @@ def _clean(mdt_table: HudiTable, mdt_timeline: Timeline, policy: MetadataPolicy)
     pending = pending_cleans(mdt_table)
     instant = pending[0] if pending else None
     if instant is None:
-        instant_time = suffixed(mdt_timeline, CLEAN_SUFFIX) if uses_suffixes(mdt_table.config.version) else None
+        base = suffix_base(mdt_timeline) if uses_suffixes(mdt_table.config.version) else None
+        instant_time = base + CLEAN_SUFFIX if base is not None else None  # else a fresh time
         if instant_time is not None and any(instant_time <= x for x in mdt_timeline.all_times()):
             instant_time = None  # a later metadata instant (a rollback at `<r>006`): a fresh time, as Hudi's would
         planner = CleanPlanner(

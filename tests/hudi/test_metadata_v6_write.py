@@ -252,3 +252,47 @@ def test_metadata_compaction_and_clean_take_hudi_0_14_instants(tmp_path: Path) -
     assert slices == {latest + "001", newest + "001"}
     assert not [p.name for p in (meta / "files").glob(f"*{first}010*")]
     assert _diffs(path) == []
+
+
+def test_a_partition_built_after_the_last_data_commit_holds_compaction_and_clean_takes_a_fresh_time(
+    tmp_path: Path,
+) -> None:
+    """Hudi 0.14 suffixes its metadata compaction and clean to the data commit whose delta commit it just made; when
+    the latest metadata delta commit is the metadata table's own (a partition built at `<t>010`), the compaction
+    waits for the next data commit and a clean takes a fresh time, never `<t>010001` (no instant time)."""
+    steps = list(Workload(300, 8, 0.3, 0.05, partitions=2, seed=8).steps())
+    path = str(tmp_path / "t")
+    create_trip_table(path, 6, TableType.MERGE_ON_READ)
+    client = WriteClient(Storage(), path, options=WriteOptions(max_file_records=60))
+    client.apply(steps[0])
+    initialize_metadata_table(HudiTable.open(Storage(), path), ("files",))
+    policy = MetadataPolicy(
+        compact_max_delta_commits=2, cleaner_commits_retained=1, keep_min_commits=20, keep_max_commits=30
+    )
+    for step in steps[1:3]:
+        client.apply(step)
+    first = maintain_metadata_table(HudiTable.open(Storage(), path), policy)
+    assert first.compaction is not None and first.clean is None
+    for step in steps[3:5]:
+        client.apply(step)
+    data_latest = max(i.requested_time for i in HudiTable.open(Storage(), path).timeline().completed())
+    assert initialize_metadata_table(HudiTable.open(Storage(), path), ("files", "column_stats")) == (
+        "column_stats",
+        "files",
+    )
+    own = max(i.requested_time for i in _mdt(path).mdt_timeline.completed() if i.action is Action.DELTA_COMMIT)
+    assert own == data_latest + "010"  # the metadata table's own delta commit is the latest
+    decision = metadata_compaction_due(_mdt(path), 2)
+    assert not decision.due and decision.instant_time is None
+    assert decision.reason == f"the latest delta commit {own} is the metadata table's own: waits for a data commit"
+
+    before = metadata_contents(path)
+    done = maintain_metadata_table(HudiTable.open(Storage(), path), policy)
+    assert done.compaction is None
+    assert done.clean is not None and len(done.clean.requested_time) == 17 and done.clean.requested_time > own
+    assert metadata_contents(path) == before and _diffs(path) == []
+
+    t = client.apply(steps[5]).instant_time
+    done = maintain_metadata_table(HudiTable.open(Storage(), path), policy)
+    assert done.compaction is not None and done.compaction.requested_time == t + "001"
+    assert _diffs(path) == []

@@ -35,7 +35,7 @@ from tableservice.errors import AlreadyExistsError
 from tableservice.hudi.file_group.filenames import PARTITION_METADATA_FILE
 from tableservice.hudi.metadata.delta_commit import writer_schema
 from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
-from tableservice.hudi.metadata.instants import COMPACTION_SUFFIX, latest_delta_commit, uses_suffixes
+from tableservice.hudi.metadata.instants import COMPACTION_SUFFIX, latest_delta_commit, suffix_base, uses_suffixes
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.records import RawRecord, is_live, merge_for
 from tableservice.hudi.models import (
@@ -96,6 +96,13 @@ def _suffixed_decision(mdt: MetadataTable, deltas: int) -> MetadataCompactionDec
     latest = latest_delta_commit(mdt.mdt_timeline)
     if latest is None:
         return MetadataCompactionDecision(False, deltas, None, "no delta commit")
+    if suffix_base(mdt.mdt_timeline) is None:
+        return MetadataCompactionDecision(
+            False,
+            deltas,
+            None,
+            f"the latest delta commit {latest} is the metadata table's own: waits for a data commit",
+        )
     held = sorted(i.requested_time for i in mdt.data_timeline.pending() if i.requested_time <= latest)
     if held:
         return MetadataCompactionDecision(False, deltas, None, f"pending data instant {held[0]} holds it")

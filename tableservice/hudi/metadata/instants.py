@@ -21,6 +21,7 @@ COMPACTION_SUFFIX = "001"
 CLEAN_SUFFIX = "002"
 ROLLBACK_SUFFIX = "006"
 FIRST_INIT_SUFFIX = 10
+DATA_TIME_DIGITS = 17  # yyyyMMddHHmmssSSS
 
 
 def uses_suffixes(table_version: int) -> bool:
@@ -49,10 +50,14 @@ def latest_delta_commit(mdt_timeline: Timeline) -> str | None:
     return max(done) if done else None
 
 
-def suffixed(mdt_timeline: Timeline, suffix: str) -> str | None:
-    """`<latest completed delta commit><suffix>`: a version 6 compaction or clean instant; None before any."""
+def suffix_base(mdt_timeline: Timeline) -> str | None:
+    """The instant time a version 6 compaction or clean suffixes: the latest completed metadata delta commit, when
+    it is an instant time of the data table's form (17 digits, or 14). None before any, and when the latest is the
+    metadata table's own, suffixed (an initialisation `<t>010`, an indexer's `<t>004`): Hudi's metadata writer runs
+    these services right after a data commit's delta commit, so it never suffixes its own instants, and
+    `<t>010001` is no instant time."""
     latest = latest_delta_commit(mdt_timeline)
-    return latest + suffix if latest is not None else None
+    return latest if latest is not None and len(latest) <= DATA_TIME_DIGITS else None
 
 
 def metadata_rollback_instant(table_version: int, rollback_time: str) -> str:
