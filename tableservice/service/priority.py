@@ -216,11 +216,12 @@ class PriorityPolicy:
     # --- back-off on lock waits ------------------------------------------------------------------------------
 
     def backing_off(self, worker: TableWorker, now: float | None = None) -> bool:
-        """Whether the table's next action must still wait (its lock waits rose); logs the remaining delay."""
+        """Whether the table's next action must still wait (its lock waits rose); logs the remaining delay. `now`:
+        the monotonic clock's time."""
         state = self._backoffs.get(worker.label)
         if state is None or not state.until:
             return False
-        now = time.time() if now is None else now
+        now = time.monotonic() if now is None else now
         if now >= state.until:
             return False
         log.info(
@@ -229,12 +230,13 @@ class PriorityPolicy:
         return True
 
     def after_pass(self, worker: TableWorker, now: float | None = None) -> None:
-        """Look at the lock waits of the pass that just ended: back the table off, or reset its back-off."""
+        """Look at the lock waits of the pass that just ended: back the table off, or reset its back-off. `now`: the
+        monotonic clock's time (the status shows the end as wall-clock time)."""
         waits, timeouts = worker.lock_waits.take()
         threshold = self.backoff.lock_wait_seconds
         if threshold is None or not (waits or timeouts):
             return
-        now = time.time() if now is None else now
+        now = time.monotonic() if now is None else now
         state = self._backoffs[worker.label]
         longest = max(waits, default=0.0)
         if not timeouts and longest <= threshold:
@@ -246,7 +248,7 @@ class PriorityPolicy:
         state.times += 1
         delay = min(self.backoff.max_delay_seconds, self.backoff.initial_delay_seconds * 2 ** (state.times - 1))
         state.until = now + delay
-        worker.status.update(backoff_until=state.until)
+        worker.status.update(backoff_until=time.time() + delay)
         what = (
             f"lock not acquired within {max(timeouts):.1f}s ({len(timeouts)} timeout(s))"
             if timeouts

@@ -39,6 +39,9 @@ class TableTask:
     idle: bool = False
     """Its last poll found nothing to do: it parks in the idle schedule (`PollBatches.park`) until a poll finds
     work. A table's first poll, and a busy table's, take a hop of their own."""
+    quarantine_ends: float | None = None
+    """While quarantined: the end, on the monotonic clock (the status shows the wall-clock time; a clock stepped
+    back must not lengthen the quarantine)."""
 
 
 class TableLoop:
@@ -81,17 +84,29 @@ class TableLoop:
                 if self.stopping:
                     return
                 status = worker.status
-                now = time.time()
-                if status.quarantined_until is not None and now < status.quarantined_until:
-                    delay = status.quarantined_until - now
-                    continue
                 if status.quarantined_until is not None:
-                    status.quarantined_until = None
+                    delay = self._quarantine_left(task)
+                    if delay > 0:
+                        continue
+                    status.quarantined_until = task.quarantine_ends = None
                     self.metrics.set_quarantined(worker.label, False)
                 if self.tsm is not None:  # instants Hudi writers asked for go first
                     await self.tsm.run_queued(worker, self.capacity, lambda: self.stopping, self.priority.group(worker))
                 task.idle = await self._one_pass(worker, due_at, polled)
+                self._quarantine_left(task)  # a quarantine the pass began: its end counted from now
                 delay = self._next_delay(worker)
+
+    @staticmethod
+    def _quarantine_left(task: TableTask) -> float:
+        """Seconds left of the table's quarantine (0 when none). The status shows its end as wall-clock time; the
+        wait counts on the monotonic clock from when it was first seen, so a clock stepped back does not lengthen
+        it."""
+        until = task.worker.status.quarantined_until
+        if until is None:
+            return 0.0
+        if task.quarantine_ends is None:
+            task.quarantine_ends = time.monotonic() + max(0.0, until - time.time())
+        return task.quarantine_ends - time.monotonic()
 
     def _settle_idle(self, worker: TableWorker, polled: tuple[bool, PriorityKey]) -> float | None:
         """A parked table's poll, in the event loop: when it found nothing to do (and nothing else asks for the

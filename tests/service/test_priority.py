@@ -221,18 +221,22 @@ def test_a_table_whose_lock_waits_rise_backs_off_growing_then_recovers(tmp_path:
     finally:
         release.join()
     assert result.scheduled and result.failed == []
-    now = time.time()
+    now, wall = time.monotonic(), time.time()  # the wait counts on the monotonic clock; the status shows wall time
     policy.after_pass(worker, now=now)
-    assert worker.status.backoff_until == now + 10
+    assert worker.status.backoff_until is not None and 10 <= worker.status.backoff_until - wall < 11
     assert policy.backing_off(worker, now=now + 9.9) and not policy.backing_off(worker, now=now + 10)
     # Waits stay high: the delay doubles, up to the maximum.
     for expected in (20, 25):
         worker.lock_waits.add(0.5)
         policy.after_pass(worker, now=now)
-        assert worker.status.backoff_until == now + expected
+        assert worker.status.backoff_until is not None and expected <= worker.status.backoff_until - wall < expected + 1
+        assert policy.backing_off(worker, now=now + expected - 0.1) and not policy.backing_off(
+            worker, now=now + expected
+        )
     # A pass without lock waits says nothing; one with short waits ends the back-off.
+    shown = worker.status.backoff_until
     policy.after_pass(worker, now=now)
-    assert worker.status.backoff_until == now + 25
+    assert worker.status.backoff_until == shown
     worker.lock_waits.add(0.01)
     policy.after_pass(worker, now=now)
     assert worker.status.backoff_until is None and not policy.backing_off(worker, now=now)
