@@ -49,7 +49,9 @@ This implementation: one owner name per provider (host name + UUID, as the clien
 heartbeat about every lease/3 on a daemon thread per held lock, the handle counted lost once 80% of the lease has
 passed without a successful write (a safety margin for the time between a check and the write it guards), delete
 on release; it acquires items left released
-by other clients (conditioning on their version and the presence of `isReleased`, whatever its type).
+by other clients (conditioning on their version and the presence of `isReleased`, whatever its type). A put or
+heartbeat whose condition fails is checked against the item: if it holds our owner name and the version we just
+wrote, the write succeeded and only its answer was lost (the client's retry then failed on our own write).
 `acquire(timeout_s)` waits exactly `timeout_s` in total. What a waiter saw is kept by the provider across calls
 (the version and when this process first saw it), so short tries repeated over time, as the executor leases'
 `acquire(0)` on every poll, take over a holder that died once its version has stood unchanged for a lease.
@@ -184,9 +186,26 @@ class DynamoDBTableLock(TableLock):
         }
         if values:
             kwargs["ExpressionAttributeValues"] = values
-        p.client.put_item(**kwargs)
+        try:
+            p.client.put_item(**kwargs)
+        except ClientError as e:
+            if not (_conditional_failed(e) and self._wrote(version)):
+                raise
         return DynamoDBLockHandle(
             self.key, p.owner_name, record_version=version, lease_s=p.lease_ms / 1000.0, renewed_at=started
+        )
+
+    def _wrote(self, version: str) -> bool:
+        """Whether the item is ours at `version`: a write whose answer was lost succeeded, and the client's retry of
+        it failed its condition on our own write. Versions are fresh UUIDs, so nobody else wrote this one."""
+        try:
+            item = self.read_item()
+        except _TRANSIENT:
+            return False
+        return (
+            item is not None
+            and item.get(OWNER_NAME, {}).get("S") == self.provider.owner_name
+            and item.get(RECORD_VERSION_NUMBER, {}).get("S") == version
         )
 
     # --- TableLock ---------------------------------------------------------------------------------
@@ -282,13 +301,14 @@ class DynamoDBTableLock(TableLock):
                         },
                     )
                 except _TRANSIENT as e:
-                    if _conditional_failed(e):
+                    if _conditional_failed(e) and not self._wrote(version):
                         log.warning("lock taken over by another client (%s)", self._where)
                         handle.lost = True
                         return
-                    log.warning("heartbeat failed, retrying (%s): %s", self._where, e)
-                    wait = retry
-                    continue
+                    if not _conditional_failed(e):
+                        log.warning("heartbeat failed, retrying (%s): %s", self._where, e)
+                        wait = retry
+                        continue
                 handle.record_version = version
                 handle.renewed_at = started
             wait = started + period - time.monotonic()

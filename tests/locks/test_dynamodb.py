@@ -269,6 +269,50 @@ def test_an_executor_lease_left_by_a_dead_replica_is_taken_over_by_zero_wait_tri
     assert get_item(ddb, table_name, held.key) is None
 
 
+class _LostAnswers:
+    """A DynamoDB client whose `ops` succeed on the server and then answer as the client's retry of them would: with
+    the condition failure their own write caused (the first answer lost on the way back)."""
+
+    def __init__(self, real: Any, ops: set[str]) -> None:
+        self.real, self.ops, self.replayed = real, ops, list[str]()
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self.real, name)
+        if name not in self.ops:
+            return call
+
+        def twice(**kwargs: Any) -> Any:
+            call(**kwargs)
+            self.replayed.append(name)
+            return call(**kwargs)
+
+        return twice
+
+
+def test_writes_whose_answers_were_lost_keep_the_lock(
+    providers: list[DynamoDBLockProvider], creds: MotoServer, ddb: Any, table_name: str
+) -> None:
+    real = boto3.client("dynamodb", endpoint_url=creds.endpoint_url, region_name=creds.region)
+    client = _LostAnswers(real, {"put_item", "update_item"})
+    provider = DynamoDBLockProvider(settings(table_name, 1500), endpoint_url=creds.endpoint_url, client=client)
+    providers.append(provider)
+    lock = provider.table_lock("trips", "s3://bucket/trips")
+    assert isinstance(lock, DynamoDBTableLock)
+    handle = lock.acquire(timeout_s=1.0)  # a lease and a half before it could take over even its own item
+    assert isinstance(handle, DynamoDBLockHandle)
+    first = handle.record_version
+    item = get_item(ddb, table_name)
+    assert item is not None and (item["ownerName"]["S"], item["recordVersionNumber"]["S"]) == (handle.owner, first)
+    time.sleep(2.0)  # four heartbeats, each answered with its retry's condition failure
+    assert client.replayed.count("update_item") >= 3
+    assert not handle.lost
+    with handle.mutex:  # between heartbeats
+        item = get_item(ddb, table_name)
+        assert item is not None and item["recordVersionNumber"]["S"] == handle.record_version != first
+    lock.release(handle)
+    assert get_item(ddb, table_name) is None
+
+
 def test_java_heartbeats_keep_the_lock(
     providers: list[DynamoDBLockProvider], creds: MotoServer, ddb: Any, table_name: str
 ) -> None:
