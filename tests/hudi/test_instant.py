@@ -13,6 +13,7 @@ from tableservice.hudi.timeline.instant import (
     Instant,
     State,
     format_instant_time,
+    instant_epoch_ms,
     next_instant_time,
     parse_instant_file_name,
     parse_instant_time,
@@ -70,8 +71,10 @@ def test_next_instant_time_carries_into_seconds() -> None:
 
 
 def test_legacy_14_digit_times() -> None:
-    assert parse_instant_time("20240102030405", UTC) == datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
-    assert next_instant_time(["20990102030405"], UTC, datetime(2000, 1, 1, tzinfo=UTC)) == "20990102030405001"
+    # read as the second's last millisecond, as Hudi reads it ("999" appended); the next time is after that second
+    assert parse_instant_time("20240102030405", UTC) == datetime(2024, 1, 2, 3, 4, 5, 999_000, tzinfo=UTC)
+    assert next_instant_time(["20990102030405"], UTC, datetime(2000, 1, 1, tzinfo=UTC)) == "20990102030406000"
+    assert instant_epoch_ms("20240102030405", UTC) == 1_704_164_645_999  # a legacy base instant's record-index time
 
 
 def test_invalid_time_is_typed() -> None:
@@ -161,7 +164,7 @@ def test_instant_times_read_as_strptime_reads_them() -> None:
     zone = timezone(timedelta(hours=-5))
     for ts in ("20240229235959999", "19700101000000", "20261126021120176", "00010101000000000", "2024010203040506789"):
         expected = dt.strptime(ts[:14], "%Y%m%d%H%M%S").replace(tzinfo=zone)
-        millis = int(ts[14:17]) if len(ts) >= 17 else 0
+        millis = int(ts[14:17]) if len(ts) >= 17 else 999
         assert parse_instant_time(ts, zone) == expected + timedelta(milliseconds=millis)
     for bad in ("20230229000000000", "20241301000000", "20240101246000000", "2024010100000"):
         with pytest.raises(InvalidTimelineError):

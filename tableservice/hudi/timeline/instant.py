@@ -160,12 +160,15 @@ def parse_instant_file_name(name: str) -> Instant | None:
 
 
 PROCESS_LOCAL_ZONE = ProcessLocalZone()
+SECOND_TIME_MILLIS = 999
 
 # --- instant times ---------------------------------------------------------------------------------
 
 
 def parse_instant_time(ts: str, tz: tzinfo) -> datetime:
-    """The moment an instant time names (14- or 17-digit forms; longer metadata-table forms truncated)."""
+    """The moment an instant time names (14- or 17-digit forms; longer metadata-table forms truncated). A 14-digit
+    (second) time reads as the second's last millisecond, as Hudi reads it (`HoodieInstantTimeGenerator`'s
+    `DEFAULT_MILLIS_EXT` "999"): the record index stores that moment for a legacy base instant."""
     if not re.fullmatch(r"\d{14,20}", ts):
         raise InvalidTimelineError(f"invalid instant time {ts!r}")
     try:  # fixed-width digits (checked above): read as integers, as strptime would, without its cost (every poll)
@@ -174,7 +177,7 @@ def parse_instant_time(ts: str, tz: tzinfo) -> datetime:
         )
     except ValueError as e:
         raise InvalidTimelineError(f"instant time {ts!r} is not a valid date: {e}") from e
-    millis = int(ts[14:17]) if len(ts) >= 17 else 0
+    millis = int(ts[14:17]) if len(ts) >= 17 else SECOND_TIME_MILLIS if len(ts) == 14 else 0
     return base + timedelta(milliseconds=millis)
 
 
