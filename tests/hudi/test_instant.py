@@ -109,6 +109,31 @@ def test_build_timeline_reconciles_compaction_and_clustering() -> None:
     assert tl.completion_time("20250102000000000") == "20250102000001000"
 
 
+def test_two_actions_requested_at_one_time_are_refused_not_merged() -> None:
+    """A writer's delta commit and a compaction at the same millisecond: merged, one of them would vanish from the
+    timeline (the compaction's plan never run, its file groups planned again)."""
+    names = [
+        "20250101000000000.deltacommit.requested",
+        "20250101000000000.deltacommit.inflight",
+        "20250101000000000.compaction.requested",
+        "20250102000000000.commit.requested",
+    ]
+    with pytest.raises(InvalidTimelineError) as caught:
+        build_timeline([_fi(n) for n in names], 2, table="trips")
+    error = caught.value
+    assert error.table == "trips" and error.path == "/t/.hoodie/20250101000000000.compaction.requested"
+    assert error.problem.startswith(
+        "two actions are requested at instant time 20250101000000000 "
+        "(20250101000000000.deltacommit.requested and 20250101000000000.compaction.requested)"
+    )
+    # a savepoint at a commit's time is no clash, nor are the requested and inflight files of one action
+    fine = ["20250101000000000.commit.requested", "20250101000000000.inflight", "20250101000000000.savepoint.inflight"]
+    assert [(i.action, i.state) for i in build_timeline([_fi(n) for n in fine], 1).instants] == [
+        (Action.COMMIT, State.INFLIGHT),
+        (Action.SAVEPOINT, State.INFLIGHT),
+    ]
+
+
 def test_views_of_a_timeline_are_made_once_and_match_their_filters() -> None:
     names = [
         "20250101000000000.compaction.requested",

@@ -157,16 +157,21 @@ class Timeline:
         return out
 
 
-def build_timeline(files: Iterable[FileInfo], layout_version: int) -> Timeline:
+def build_timeline(files: Iterable[FileInfo], layout_version: int, *, table: str | None = None) -> Timeline:
     """Reconcile the timeline files of each instant into one entry in its latest state.
 
     A completed `commit` whose requested file is `compaction.requested` is a completed compaction (and
     `replacecommit` after `clustering.requested` a completed clustering): the instant keeps the action it
     was requested as, so that its file names can be derived again. A savepoint carries the time of the commit it
     keeps, so savepoint files are reconciled apart from the other files of that time.
+
+    Two actions requested at one time (two `.requested` files) are refused with InvalidTimelineError naming both:
+    instant times must be unique, and merging them would hide one (a Hudi writer that takes no lock to make its
+    instant time and this daemon chose the same millisecond).
     """
     latest: dict[tuple[str, bool], Instant] = {}
     requested_action: dict[tuple[str, bool], Action] = {}
+    requested_file: dict[tuple[str, bool], FileInfo] = {}
     mtimes: dict[str, int] = {}
     for fi in files:
         if fi.is_dir:
@@ -175,6 +180,17 @@ def build_timeline(files: Iterable[FileInfo], layout_version: int) -> Timeline:
         if parsed is None:
             continue
         key = (parsed.requested_time, parsed.action is Action.SAVEPOINT)
+        if parsed.state is State.REQUESTED:
+            other = requested_file.setdefault(key, fi)
+            if other is not fi:
+                raise InvalidTimelineError(
+                    f"two actions are requested at instant time {parsed.requested_time} ({other.name} and {fi.name}):"
+                    " instant times must be unique, and one would be hidden; a writer and this daemon (or two"
+                    " writers) chose the same millisecond. Remove the one that has not started, with no writer"
+                    " running, or roll it back with Hudi's CLI",
+                    table=table,
+                    path=fi.location,
+                )
         if parsed.state is not State.COMPLETED:
             known = requested_action.get(key)
             if known is None or _more_specific(parsed.action, known):
@@ -238,7 +254,9 @@ class ActiveTimeline:
             if not fi.is_dir and is_temp_file(fi.name) and fi.mtime_ms < stale:
                 log.info("removing stale temp file %s", fi.location, extra={"table": self.config.name})
                 self.storage.delete(fi.location)
-        return build_timeline((fi for fi in files if not is_temp_file(fi.name)), self.layout_version)
+        return build_timeline(
+            (fi for fi in files if not is_temp_file(fi.name)), self.layout_version, table=self.config.name
+        )
 
     def _built(self, files: list[FileInfo]) -> Timeline:
         """The timeline of a listing; the one built last when the listing names the same files with the same
@@ -247,7 +265,7 @@ class ActiveTimeline:
         last = self._last
         if last is not None and last[0] == key:
             return last[1]
-        timeline = build_timeline(files, self.layout_version)
+        timeline = build_timeline(files, self.layout_version, table=self.config.name)
         self._last = (key, timeline)
         return timeline
 
