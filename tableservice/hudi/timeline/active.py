@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tableservice.errors import AlreadyExistsError, FileMissingError, InvalidTimelineError
+from tableservice.errors import AlreadyExistsError, ConflictError, FileMissingError, InvalidTimelineError
 from tableservice.hudi.table.config import TableConfig
 from tableservice.hudi.timeline.instant import (
     WRITE_ACTIONS,
@@ -308,12 +308,20 @@ class ActiveTimeline:
         try:
             self.storage.create_if_absent(path, content)
         except AlreadyExistsError as e:
+            if instant.state is State.REQUESTED:  # another process made an instant of this action at this time
+                raise ConflictError(
+                    f"{instant} was requested by another process meanwhile (the same millisecond); a new instant time"
+                    " is chosen on the next attempt",
+                    table=self.config.name,
+                    path=path,
+                ) from e
             raise InvalidTimelineError(
                 f"timeline file for {instant} already exists", table=self.config.name, path=path
             ) from e
         return instant
 
     def create_requested(self, requested_time: str, action: Action, content: bytes = b"") -> Instant:
+        """The instant's requested file; ConflictError (retryable) when another process made it first."""
         return self._create(Instant(requested_time, action, State.REQUESTED), content)
 
     def create_inflight(self, requested_time: str, action: Action, content: bytes = b"") -> Instant:
