@@ -103,6 +103,7 @@ class TableLoop:
         it."""
         until = task.worker.status.quarantined_until
         if until is None:
+            task.quarantine_ends = None  # lifted, whoever lifted it: the next quarantine counts afresh
             return 0.0
         if task.quarantine_ends is None:
             task.quarantine_ends = time.monotonic() + max(0.0, until - time.time())

@@ -31,3 +31,8 @@ def test_a_quarantine_lasts_its_length_whatever_the_wall_clock_does(monkeypatch:
     mono[0] += 1
     assert TableLoop._quarantine_left(task) == 0
     assert status.quarantined_until == 1_800_003_600.0  # what the status shows is left as it was set
+    # lifted (as the loop lifts it, or anyone), then quarantined again: counted afresh
+    status.quarantined_until = None
+    assert TableLoop._quarantine_left(task) == 0.0 and task.quarantine_ends is None
+    status.quarantined_until = wall[0] + 60
+    assert TableLoop._quarantine_left(task) == 60
