@@ -222,13 +222,11 @@ class DynamoDBTableLock(TableLock):
             try:
                 item = self.read_item()
                 if item is None:
-                    p.forget(self.key)
                     handle = self._put(_IF_ABSENT, _NAMES_PK, None)
                     return self._start(handle)
                 version = item.get(RECORD_VERSION_NUMBER, {}).get("S", "")
                 last_owner = item.get(OWNER_NAME, {}).get("S", "?")
                 if IS_RELEASED in item:
-                    p.forget(self.key)
                     names = {**_NAMES_PK_RVN, "#ir": IS_RELEASED}
                     handle = self._put(_IF_RELEASED, names, {":rvn": _s(version)})
                     return self._start(handle)
@@ -237,7 +235,6 @@ class DynamoDBTableLock(TableLock):
                     watched = (version, now, _lease_seconds(item, p.lease_ms))
                     p.remember(self.key, watched)
                 elif now - watched[1] > watched[2]:
-                    p.forget(self.key)
                     handle = self._put(_IF_VERSION, _NAMES_PK_RVN, {":rvn": _s(version)})
                     log.info("took over the expired lock of %s (%s)", last_owner, self._where)
                     return self._start(handle)
@@ -262,6 +259,7 @@ class DynamoDBTableLock(TableLock):
             time.sleep(min(p.poll_s, remaining))
 
     def _start(self, handle: DynamoDBLockHandle) -> DynamoDBLockHandle:
+        self.provider.forget(self.key)  # what waiters saw of the item is past
         self._held = handle
         self.provider.track(self, handle)
         self._seen = (handle.owner, handle.acquired_unix)
