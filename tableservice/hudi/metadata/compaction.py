@@ -35,7 +35,7 @@ from tableservice.errors import AlreadyExistsError
 from tableservice.hudi.file_group.filenames import PARTITION_METADATA_FILE
 from tableservice.hudi.metadata.delta_commit import writer_schema
 from tableservice.hudi.metadata.hfile_write import hfile_layout, write_hfile
-from tableservice.hudi.metadata.instants import COMPACTION_SUFFIX, latest_delta_commit, suffix_base, uses_suffixes
+from tableservice.hudi.metadata.instants import COMPACTION_SUFFIX, is_suffixed, latest_delta_commit, uses_suffixes
 from tableservice.hudi.metadata.reader import MetadataTable
 from tableservice.hudi.metadata.records import RawRecord, is_live, merge_for
 from tableservice.hudi.models import (
@@ -96,7 +96,7 @@ def _suffixed_decision(mdt: MetadataTable, deltas: int) -> MetadataCompactionDec
     latest = latest_delta_commit(mdt.mdt_timeline)
     if latest is None:
         return MetadataCompactionDecision(False, deltas, None, "no delta commit")
-    if suffix_base(mdt.mdt_timeline) is None:
+    if is_suffixed(latest):
         return MetadataCompactionDecision(
             False,
             deltas,

@@ -57,7 +57,12 @@ def suffix_base(mdt_timeline: Timeline) -> str | None:
     these services right after a data commit's delta commit, so it never suffixes its own instants, and
     `<t>010001` is no instant time."""
     latest = latest_delta_commit(mdt_timeline)
-    return latest if latest is not None and len(latest) <= DATA_TIME_DIGITS else None
+    return latest if latest is not None and not is_suffixed(latest) else None
+
+
+def is_suffixed(instant_time: str) -> bool:
+    """Whether a metadata instant time is one of its own suffixed ones (longer than a data instant time)."""
+    return len(instant_time) > DATA_TIME_DIGITS
 
 
 def metadata_rollback_instant(table_version: int, rollback_time: str) -> str:
