@@ -71,9 +71,3 @@ class ProcessLocalZone(tzinfo):
 
     def __str__(self) -> str:
         return "/".join(dict.fromkeys(time.tzname))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ProcessLocalZone)
-
-    def __hash__(self) -> int:
-        return hash(ProcessLocalZone)
